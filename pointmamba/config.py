@@ -1,0 +1,222 @@
+"""Configuration: YAML files with inheritance, dotted command-line overrides, validation against defaults.
+
+The defaults below (and ``MODEL_DEFAULTS`` of the network) are the schema: a config may only set keys
+that exist there, with a value of the same type. A file may inherit with ``_base_: other.yaml`` (or a
+list; paths relative to the file); later files and ``--set key=value`` overrides win.
+"""
+from __future__ import annotations
+
+import copy
+import re
+from pathlib import Path
+from typing import Any, Iterable
+
+import yaml
+
+DATA_DEFAULTS: dict[str, Any] = {
+    "root": "data/synthetic",  # Teeth3DS-layout directory (<ID>/<ID>_<jaw>.obj + .json)
+    "synthetic_count": 0,  # > 0: generate this many synthetic patients into `root` if it has no scans
+    "synthetic_vertices": 12000,  # vertices per generated jaw
+    "split_dir": None,  # where train.txt/val.txt/test.txt live (default: root)
+    "train_split": "train",  # split name (reads <split_dir>/<name>.txt; "all": every scan) ...
+    "val_split": "val",
+    "test_split": "test",
+    "train_names": None,  # ... or an explicit list of scan names (<ID>_<jaw> or <ID>), overriding the split file
+    "val_names": None,
+    "test_names": None,
+    "num_classes": 17,  # 17 (per jaw, lower shifted by -20) or 33 (both jaws)
+    "jaw": None,  # "upper", "lower" or None for both
+    "grid_size": 0.2,  # mm; voxel size of grid sampling and of the network's first grid
+    "max_points": 16000,  # point cap per training scan after grid sampling (None: no cap)
+    "align": True,  # canonical pose (PCA, occlusal axis up) before augmentation
+    "augment": True,  # training augmentations (rotation, scale, jitter, mirror)
+    "cache_dir": None,  # preprocessing cache (default: $POINTMAMBA_CACHE or ~/.cache/pointmamba)
+    "num_workers": 0,  # DataLoader workers
+}
+
+TRAIN_DEFAULTS: dict[str, Any] = {
+    "epochs": 20,
+    "batch_size": 2,  # scans per step (per process under DDP)
+    "optimizer": "adamw",
+    "lr": 0.002,
+    "weight_decay": 0.05,
+    "betas": [0.9, 0.999],
+    "schedule": "onecycle",  # onecycle | cosine | constant
+    "lr_warmup_pct": 0.05,  # fraction of steps with linear lr warm-up (onecycle / cosine)
+    "grad_clip": 1.0,  # max gradient norm (0: off)
+    "amp": True,  # mixed precision on CUDA (ignored on CPU)
+    "val_interval": 1,  # validate every N epochs (0: never)
+    "log_interval": 10,  # TensorBoard scalars every N steps
+    "max_nonfinite": 5,  # stop after this many non-finite losses in a row
+    "max_steps_per_epoch": None,  # cap steps per epoch (quick runs, tests)
+    "device": "auto",  # auto | cpu | cuda
+    "label_smoothing": 0.0,
+    "progress": True,  # tqdm progress bars
+}
+
+DIAGNOSTICS_DEFAULTS: dict[str, Any] = {
+    "interval": 0,  # steps between diagnostics (0: off)
+    "histograms": True,  # gate values and normalized distances as TensorBoard histograms
+    "explode_ratio": 0.1,  # flag grad-norm/param-norm above this
+    "vanish_ratio": 1e-5,  # flag grad-norm/param-norm below this
+}
+
+WARMUP_DEFAULTS: dict[str, Any] = {
+    "epochs": 0,  # RelPos disabled for the first N epochs (0: on from the start)
+    "ramp_epochs": 0,  # then its contribution ramps linearly from 0 to 1 over M epochs
+}
+
+
+def defaults() -> dict[str, Any]:
+    """The full default config (a fresh copy)."""
+    from .models.config import MODEL_DEFAULTS
+
+    return copy.deepcopy(
+        {
+            "seed": 0,
+            "work_dir": None,  # default: work_dirs/<config stem>
+            "model": MODEL_DEFAULTS,
+            "data": DATA_DEFAULTS,
+            "train": TRAIN_DEFAULTS,
+            "diagnostics": DIAGNOSTICS_DEFAULTS,
+            "warmup": WARMUP_DEFAULTS,
+        }
+    )
+
+
+class _Loader(yaml.SafeLoader):
+    """YAML 1.1 reads ``1e-3`` as a string; accept the exponent forms people write for learning rates."""
+
+
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+                   |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
+                   |\.[0-9_]+(?:[eE][-+][0-9]+)?
+                   |[-+]?\.(?:inf|Inf|INF)
+                   |\.(?:nan|NaN|NAN))$""", re.X),
+    list("-+0123456789."),
+)
+
+
+def _yaml(text: str) -> Any:
+    return yaml.load(text, Loader=_Loader)
+
+
+class ConfigError(ValueError):
+    """A config file or override that does not fit the schema."""
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        raise ConfigError(f"config file not found: {path}")
+    try:
+        data = _yaml(path.read_text())
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: malformed YAML: {exc}") from exc
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: top level must be a mapping, got {type(data).__name__}")
+    return data
+
+
+def _load_file(path: Path, seen: tuple[Path, ...] = ()) -> dict[str, Any]:
+    path = path.resolve()
+    if path in seen:
+        raise ConfigError(f"{path}: circular _base_ inheritance")
+    data = _read_yaml(path)
+    bases = data.pop("_base_", [])
+    if isinstance(bases, str):
+        bases = [bases]
+    merged: dict[str, Any] = {}
+    for base in bases:
+        merged = merge(merged, _load_file(path.parent / base, seen + (path,)))
+    return merge(merged, data)
+
+
+def merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    """Recursive merge: mappings merge key by key, anything else is replaced."""
+    out = copy.deepcopy(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def parse_override(item: str) -> dict[str, Any]:
+    """``a.b.c=value`` -> {"a": {"b": {"c": value}}}; the value is parsed as YAML (numbers, lists, null)."""
+    if "=" not in item:
+        raise ConfigError(f"override {item!r} must look like key.subkey=value")
+    key, raw = item.split("=", 1)
+    try:
+        value = _yaml(raw) if raw != "" else ""
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"override {item!r}: cannot parse value: {exc}") from exc
+    out: dict[str, Any] = {}
+    node = out
+    parts = key.strip().split(".")
+    for part in parts[:-1]:
+        node = node.setdefault(part, {})
+    node[parts[-1]] = value
+    return out
+
+
+def _type_ok(default: Any, value: Any) -> bool:
+    if default is None or value is None:
+        return True  # None defaults accept any type; None clears a setting
+    if isinstance(default, bool):
+        return isinstance(value, bool)
+    if isinstance(default, float):
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if isinstance(default, int):
+        return isinstance(value, int) and not isinstance(value, bool)
+    if isinstance(default, (list, tuple)):
+        return isinstance(value, (list, tuple))
+    return isinstance(value, type(default))
+
+
+def validate(cfg: dict[str, Any], schema: dict[str, Any], where: str = "") -> None:
+    """Raise ConfigError for a key not in ``schema`` or a value of the wrong type."""
+    for key, value in cfg.items():
+        name = f"{where}{key}"
+        if key not in schema:
+            valid = ", ".join(sorted(schema))
+            raise ConfigError(f"unknown config key {name!r}; valid keys{' under ' + where[:-1] if where else ''}: {valid}")
+        default = schema[key]
+        if isinstance(default, dict) and default:
+            if not isinstance(value, dict):
+                raise ConfigError(f"config key {name!r} must be a mapping with keys {', '.join(sorted(default))}")
+            validate(value, default, name + ".")
+        elif not _type_ok(default, value):
+            raise ConfigError(
+                f"config key {name!r} must be of type {type(default).__name__} (default {default!r}), "
+                f"got {type(value).__name__} {value!r}"
+            )
+
+
+def load_config(path: str | Path | None = None, overrides: Iterable[str] = ()) -> dict[str, Any]:
+    """Defaults <- file (with its bases) <- overrides, validated. Returns a plain nested dict."""
+    cfg = defaults()
+    user: dict[str, Any] = {}
+    if path is not None:
+        user = _load_file(Path(path))
+    for item in overrides:
+        user = merge(user, parse_override(item))
+    try:
+        validate(user, cfg)
+    except ConfigError as exc:
+        raise ConfigError(f"{path if path is not None else '<overrides>'}: {exc}") from None
+    cfg = merge(cfg, user)
+    if cfg["work_dir"] is None:
+        cfg["work_dir"] = str(Path("work_dirs") / (Path(path).stem if path is not None else "default"))
+    cfg["_config_path"] = str(path) if path is not None else None
+    return cfg
+
+
+def dump_config(cfg: dict[str, Any], path: str | Path) -> None:
+    """Write the resolved config as YAML (kept beside checkpoints for reproducibility)."""
+    clean = {k: v for k, v in cfg.items() if not k.startswith("_")}
+    Path(path).write_text(yaml.safe_dump(clean, sort_keys=False))

@@ -1,0 +1,330 @@
+"""Teeth3DS-layout dataset with cached preprocessing, and ``collate`` into a :class:`PointBatch`.
+
+Preprocessing (parse OBJ + JSON, vertex normals, canonical pose) is done once per file and kept in an
+on-disk ``.npz`` cache keyed by the mesh and label files' path, mtime and size (optionally also in
+memory), so later epochs never parse OBJ text. Per item, in this order: align (optional), centre,
+augment (optional), grid sample, point cap. Randomness comes from a generator seeded with
+``(seed, epoch, index)``: runs are reproducible and resumable (call :meth:`set_epoch` each epoch).
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import re
+import warnings
+from os import PathLike
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from .augment import Augment
+from .errors import ScanFormatError
+from .fdi import IGNORE_INDEX, JAWS, check_jaw, check_num_classes, fdi_to_class
+from .grid_sample import GRID_MODES, cap_points, grid_sample
+from .mesh import MESH_SUFFIXES, Scan, apply_transform, atomic_write, vertex_normals
+from .pose import canonical_pose
+from .scan import jaw_from_name, load_scan
+
+CACHE_VERSION = 1
+"""Bump when the cached content changes; old cache files are then ignored."""
+
+SPLITS_DEFAULT = ("train", "val", "test")
+
+
+def default_cache_dir() -> Path:
+    """``$POINTMAMBA_CACHE`` or ``~/.cache/pointmamba``, plus ``/preprocess``."""
+    base = os.environ.get("POINTMAMBA_CACHE") or Path.home() / ".cache" / "pointmamba"
+    return Path(base) / "preprocess"
+
+
+_SCAN_NAME = re.compile(r".+_(upper|lower)")
+
+
+def find_scans(root: str | PathLike) -> dict[str, Path]:
+    """All meshes under ``root`` named ``<ID>_<jaw>.<obj|ply|stl>`` (any depth, hidden folders skipped;
+    other names such as ``<ID>_upper_pred.ply`` are not scans), as ``{"<ID>_<jaw>": path}`` sorted by
+    name. Two files with one name (e.g. an .obj and a .ply) are an error."""
+    root = Path(root)
+    found: dict[str, Path] = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        for fn in filenames:
+            p = Path(dirpath) / fn
+            if p.suffix.lower() not in MESH_SUFFIXES or fn.startswith(".") or not _SCAN_NAME.fullmatch(p.stem):
+                continue
+            if p.stem in found:
+                raise ScanFormatError(p, "name", f"two scans named {p.stem!r}: {found[p.stem]} and {p}")
+            found[p.stem] = p
+    return dict(sorted(found.items()))
+
+
+def read_split(path: str | PathLike) -> list[str]:
+    """Names in a split file: one ``<ID>_<jaw>`` or ``<ID>`` per line; blank lines and ``#`` comments
+    are skipped."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: split file not found")
+    names = []
+    for line in path.read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            names.append(line)
+    return names
+
+
+def _file_key(path: Path) -> str:
+    st = path.stat()
+    return f"{path.resolve()}|{st.st_mtime_ns}|{st.st_size}"
+
+
+class Teeth3DSDataset:
+    """Jaw scans under ``root`` in Teeth3DS layout (``<ID>/<ID>_<jaw>.obj`` + ``.json``; any folder depth).
+
+    Which scans: ``names`` (a list of ``<ID>_<jaw>`` or ``<ID>``), else ``split_file``, else
+    ``root/<split>.txt``; ``split="all"`` (or None) takes every scan found. ``jaw`` keeps one jaw.
+
+    ``num_classes`` 17 or 33 (see :mod:`pointmamba.data.fdi`); ``grid_size`` in mm (None/0: every
+    vertex); ``max_points`` caps the rows; ``augment`` a dict for :class:`Augment` (None: off);
+    ``align`` applies :func:`canonical_pose`; ``cache_dir`` None: :func:`default_cache_dir`, False: no
+    disk cache; ``in_memory`` also keeps preprocessed scans in memory; ``mode`` "train" (a random point
+    per voxel) or "test" (deterministic); default "train" when the scans come from ``split="train"``
+    (``root/train.txt``), else "test".
+
+    ``ds[i]`` is a dict: ``coord`` (N, 3) float32 (aligned, centred, augmented), ``feat`` (N, 6) float32
+    (coord and vertex normal), ``segment`` (N,) int64 class ids (-100 = no label), ``index`` (N,) int64
+    the vertex each row was taken from, ``inverse`` (V,) int64 the row standing for every vertex, ``vertex_segment`` (V,) int64, ``name``, ``jaw``, ``num_vertices``,
+    ``transform`` (4x4: original vertices -> coord frame before augmentation) and ``grid_size``.
+    """
+
+    def __init__(
+        self,
+        root: str | PathLike,
+        split: str | None = "train",
+        split_file: str | PathLike | None = None,
+        names: Sequence[str] | None = None,
+        num_classes: int = 17,
+        jaw: str | None = None,
+        grid_size: float | None = 0.2,
+        max_points: int | None = None,
+        augment: Mapping[str, Any] | None = None,
+        align: bool = True,
+        cache_dir: str | PathLike | None | bool = None,
+        seed: int = 0,
+        mode: str | None = None,
+        in_memory: bool = False,
+    ) -> None:
+        self.root = Path(root)
+        if not self.root.is_dir():
+            raise FileNotFoundError(f"{self.root}: dataset root not found")
+        self.num_classes = check_num_classes(num_classes)
+        self.jaw = check_jaw(jaw, allow_none=True)
+        if grid_size is not None and grid_size < 0:
+            raise ValueError(f"grid_size must be >= 0 or None, got {grid_size}")
+        self.grid_size = float(grid_size) if grid_size else None
+        self.max_points = max_points
+        self.augment = Augment(augment) if augment else None
+        self.align = bool(align)
+        self.seed = int(seed)
+        from_train_split = split == "train" and names is None and split_file is None
+        self.mode = mode or ("train" if from_train_split else "test")
+        if self.mode not in GRID_MODES:
+            raise ValueError(f"mode must be one of {GRID_MODES}, got {mode!r}")
+        if cache_dir is None or cache_dir is True:
+            cache_dir = default_cache_dir()
+        self.cache_dir = Path(cache_dir) if cache_dir is not False else None
+        self.in_memory = in_memory
+        self._memory: dict[str, dict[str, np.ndarray]] = {}
+        self.epoch = 0
+
+        found = find_scans(self.root)
+        source: str | Path
+        if names is not None:
+            entries, source = list(names), "names"
+        elif split_file is not None:
+            entries, source = read_split(split_file), Path(split_file)
+        elif split in (None, "all"):
+            entries, source = list(found), "all scans found"
+        else:
+            source = self.root / f"{split}.txt"
+            if not source.is_file():
+                raise FileNotFoundError(f"{source}: split file not found (pass split='all', split_file= or "
+                                        "names=, or write one <ID>_<jaw> or <ID> per line)")
+            entries = read_split(source)
+        where = source if isinstance(source, Path) else self.root  # the file (or folder) to blame
+        field = "split" if isinstance(source, Path) else source
+        self.names: list[str] = []
+        for entry in entries:
+            stem = Path(entry).stem if Path(entry).suffix.lower() in MESH_SUFFIXES else entry
+            if stem in found:
+                stems = [stem]
+            else:
+                stems = [f"{stem}_{j}" for j in JAWS if f"{stem}_{j}" in found]
+                if not stems:
+                    raise ScanFormatError(where, field, f"no scan {entry!r} under {self.root} (expected "
+                                                        f"<ID>_<jaw>.obj, e.g. {entry}/{entry}_upper.obj)")
+            for s in stems:
+                if self.jaw is not None and jaw_from_name(s) != self.jaw:
+                    continue
+                if s in self.names:
+                    raise ScanFormatError(where, field, f"scan {s!r} listed twice")
+                self.names.append(s)
+        if not self.names:
+            raise ValueError(f"Teeth3DSDataset: no scans selected under {self.root} ({source}, jaw={self.jaw})")
+        self.paths = [found[s] for s in self.names]
+
+    # ------------------------------------------------------------------ epochs and length
+    def set_epoch(self, epoch: int) -> None:
+        """Select the epoch whose augmentation and sampling randomness ``__getitem__`` uses."""
+        self.epoch = int(epoch)
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def rng(self, index: int) -> np.random.Generator:
+        """The generator for item ``index`` in the current epoch."""
+        return np.random.default_rng([self.seed, self.epoch, index])
+
+    # ------------------------------------------------------------------ preprocessing + cache
+    def _cache_path(self, mesh: Path) -> Path | None:
+        if self.cache_dir is None:
+            return None
+        label = mesh.with_suffix(".json")
+        key = f"v{CACHE_VERSION}|{_file_key(mesh)}|{_file_key(label) if label.is_file() else 'unlabelled'}"
+        digest = hashlib.sha1(key.encode()).hexdigest()[:20]
+        return self.cache_dir / f"{mesh.stem}-{digest}.npz"
+
+    def preprocessed(self, index: int) -> dict[str, np.ndarray]:
+        """The cached per-scan arrays: ``vertices``, ``normals`` (float32, file frame), ``transform``
+        (canonical pose), ``labels`` (FDI, int16; absent when unlabelled), ``jaw``, ``id_patient``."""
+        name, mesh = self.names[index], self.paths[index]
+        if name in self._memory:
+            return self._memory[name]
+        cache = self._cache_path(mesh)
+        data = None
+        if cache is not None and cache.is_file():
+            try:
+                with np.load(cache, allow_pickle=False) as z:
+                    data = {k: z[k] for k in z.files}
+            except Exception as exc:  # a broken cache file is rebuilt, not trusted
+                warnings.warn(f"{cache}: unreadable cache file ({exc}); rebuilding it")
+        if data is None:
+            data = preprocess(mesh)
+            if cache is not None:
+                buf = io.BytesIO()
+                np.savez(buf, **data)
+                atomic_write(cache, buf.getvalue())
+        if self.in_memory:
+            self._memory[name] = data
+        return data
+
+    def prepare(self, progress: bool = True) -> None:
+        """Fill the cache for every scan now (with a progress bar)."""
+        from tqdm import tqdm
+
+        for i in tqdm(range(len(self)), desc="preprocess", disable=not progress):
+            self.preprocessed(i)
+
+    # ------------------------------------------------------------------ items
+    def __getitem__(self, index: int) -> dict[str, Any]:
+        if not 0 <= index < len(self):
+            raise IndexError(f"index {index} out of range for {len(self)} scans")
+        return make_item(self.preprocessed(index), self.names[index], self.num_classes, self.grid_size,
+                         self.align, self.mode, self.rng(index), self.augment, self.max_points)
+
+
+def make_item(d: Mapping[str, np.ndarray], name: str, num_classes: int, grid_size: float | None,
+              align: bool = True, mode: str = "test", rng: np.random.Generator | None = None,
+              augment: Augment | None = None, max_points: int | None = None) -> dict[str, Any]:
+    """One model input from preprocessed arrays (see :func:`preprocess`): align (optional), centre,
+    augment (optional), grid sample, point cap. The dataset and whole-scan inference both use it, so a
+    user's scan is prepared exactly like the eval split."""
+    jaw = str(d["jaw"]) or None
+    coord = d["vertices"].astype(np.float64)
+    normal = d["normals"].astype(np.float64)
+    transform = np.eye(4)
+    if align:
+        transform = d["transform"].astype(np.float64)
+        coord = apply_transform(coord, transform)
+        normal = apply_transform(normal, transform, direction=True)
+    centre = coord.mean(0)
+    coord = coord - centre
+    transform[:3, 3] -= centre
+    labels = d["labels"].astype(np.int64) if "labels" in d else None
+    if augment is not None:
+        coord, normal, labels = augment(coord, normal, labels, rng)
+    index_rows, inverse = grid_sample(coord, grid_size, mode, rng)
+    index_rows, inverse = cap_points(coord, index_rows, inverse, max_points, mode, rng)
+    if labels is not None:
+        vertex_segment = fdi_to_class(labels, jaw, num_classes)
+    else:
+        vertex_segment = np.full(len(coord), IGNORE_INDEX, dtype=np.int64)
+    c = coord[index_rows].astype(np.float32)
+    return {
+        "coord": c,
+        "feat": np.concatenate([c, normal[index_rows].astype(np.float32)], 1),
+        "segment": vertex_segment[index_rows],
+        "index": index_rows,
+        "inverse": inverse,
+        "vertex_segment": vertex_segment,
+        "name": name,
+        "jaw": jaw,
+        "num_vertices": len(coord),
+        "transform": transform,
+        "grid_size": grid_size,
+    }
+
+
+def preprocess(mesh: str | PathLike) -> dict[str, np.ndarray]:
+    """Parse one scan (and its label JSON) and compute normals and the canonical pose."""
+    return preprocess_scan(load_scan(mesh))
+
+
+def preprocess_scan(scan: Scan) -> dict[str, np.ndarray]:
+    """Vertices, normals and canonical pose of a loaded scan (labels when it has them), as cached."""
+    out = {
+        "vertices": scan.vertices.astype(np.float32),
+        "normals": vertex_normals(scan.vertices, scan.faces).astype(np.float32),
+        "transform": canonical_pose(scan.vertices, scan.faces),
+        "jaw": np.array(scan.jaw or ""),
+        "id_patient": np.array(scan.id_patient or ""),
+    }
+    if scan.labels is not None:
+        out["labels"] = scan.labels.astype(np.int16)
+    return out
+
+
+def collate(samples: Sequence[Mapping[str, Any]], grid_size: float | None = None):  # -> PointBatch
+    """Pack dataset items into a :class:`~pointmamba.structure.PointBatch`.
+
+    Extras: ``segment`` (N,) int64, ``name`` / ``jaw`` (lists), ``inverse`` (V_total,) int64 global row
+    (already offset into the packed rows) for every original vertex, ``vertex_offset`` (B,) cumulative
+    vertex counts, ``vertex_segment`` (V_total,) int64 and ``transform`` (B, 4, 4) float64. So per-vertex
+    predictions of the whole batch are ``logits.argmax(1)[inverse]``, split by ``vertex_offset``.
+    ``grid_size`` defaults to the items' own.
+    """
+    import torch
+
+    from ..structure import PointBatch
+
+    if len(samples) == 0:
+        raise ValueError("collate: empty list of samples")
+    if grid_size is None:
+        grid_size = samples[0].get("grid_size")
+    rows = np.cumsum([0] + [len(s["coord"]) for s in samples])
+    inverse = np.concatenate([np.asarray(s["inverse"], dtype=np.int64) + r for s, r in zip(samples, rows[:-1])])
+    num_vertices = [int(s["num_vertices"]) for s in samples]
+    return PointBatch.from_list(
+        [torch.from_numpy(np.ascontiguousarray(s["coord"], dtype=np.float32)) for s in samples],
+        [torch.from_numpy(np.ascontiguousarray(s["feat"], dtype=np.float32)) for s in samples],
+        grid_size=grid_size or None,
+        segment=torch.from_numpy(np.concatenate([np.asarray(s["segment"], dtype=np.int64) for s in samples])),
+        name=[str(s["name"]) for s in samples],
+        jaw=[s["jaw"] for s in samples],
+        inverse=torch.from_numpy(inverse),
+        vertex_offset=torch.from_numpy(np.cumsum(num_vertices).astype(np.int64)),
+        vertex_segment=torch.from_numpy(np.concatenate([np.asarray(s["vertex_segment"], dtype=np.int64)
+                                                        for s in samples])),
+        transform=torch.from_numpy(np.stack([np.asarray(s["transform"], dtype=np.float64) for s in samples])),
+    )

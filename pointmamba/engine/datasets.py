@@ -1,0 +1,88 @@
+"""Datasets and loaders from a config: Teeth3DS-layout directories, the synthetic demo set, splits."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from torch.utils.data import DataLoader, DistributedSampler
+
+from .distributed import DistInfo
+
+
+def _has_scans(root: Path) -> bool:
+    return root.is_dir() and any(root.glob("*/*.obj"))
+
+
+def ensure_data(cfg: dict[str, Any], log: Any = print) -> Path:
+    """Resolve ``data.root``; generate the synthetic set there when asked and absent; clear error otherwise."""
+    d = cfg["data"]
+    root = Path(d["root"]).expanduser()
+    if not _has_scans(root) and d["synthetic_count"] > 0:
+        from ..data.synthetic import write_dataset
+
+        log(f"generating {d['synthetic_count']} synthetic patients ({d['synthetic_vertices']} vertices per jaw) in {root}")
+        write_dataset(root, count=d["synthetic_count"], n_vertices=d["synthetic_vertices"], seed=cfg["seed"])
+    if not root.is_dir():
+        raise FileNotFoundError(
+            f"data.root {str(root)!r} does not exist: put a Teeth3DS-layout data set there "
+            f"(<ID>/<ID>_<jaw>.obj + .json, see data/README.md) or pass --set data.root=DIR"
+        )
+    if not _has_scans(root):
+        raise FileNotFoundError(f"data.root {str(root)!r} holds no <ID>/<ID>_<jaw>.obj scans (see data/README.md)")
+    return root
+
+
+def build_dataset(cfg: dict[str, Any], split: str, train: bool) -> Any:
+    """The Teeth3DS dataset for ``split`` in {train, val, test}: explicit name list, else the split file
+    ``<split_dir>/<name>.txt``; a split named ``all`` takes every scan under the root."""
+    from ..data import Teeth3DSDataset
+
+    d = cfg["data"]
+    root = Path(d["root"]).expanduser()
+    names = d[f"{split}_names"]
+    split_name = d[f"{split}_split"]
+    split_file = None
+    if names is None and split_name != "all":
+        split_dir = Path(d["split_dir"]).expanduser() if d["split_dir"] else root
+        split_file = split_dir / f"{split_name}.txt"
+        if not split_file.is_file():
+            raise FileNotFoundError(
+                f"split list {str(split_file)!r} not found for data.{split}_split={split_name!r}: write one "
+                f"<ID> or <ID>_<jaw> per line, or pass --set data.{split}_names=[...] or data.split_dir=DIR"
+            )
+    return Teeth3DSDataset(
+        root,
+        split=split_name,
+        split_file=split_file,
+        names=names,
+        num_classes=d["num_classes"],
+        jaw=d["jaw"],
+        grid_size=d["grid_size"],
+        max_points=d["max_points"] if train else None,
+        augment={} if (train and d["augment"]) else None,
+        align=d["align"],
+        cache_dir=d["cache_dir"],
+        seed=cfg["seed"],
+    )
+
+
+def build_loader(dataset: Any, cfg: dict[str, Any], train: bool, dist: DistInfo) -> DataLoader:
+    """Loader with an epoch-seeded sampler (DistributedSampler also in one process, for a fixed order)."""
+    from ..data import collate
+
+    sampler = DistributedSampler(
+        dataset,
+        num_replicas=dist.world_size if train else 1,
+        rank=dist.rank if train else 0,
+        shuffle=train,
+        seed=cfg["seed"],
+        drop_last=False,
+    )
+    return DataLoader(
+        dataset,
+        batch_size=cfg["train"]["batch_size"] if train else 1,
+        sampler=sampler,
+        num_workers=cfg["data"]["num_workers"],
+        collate_fn=collate,
+        persistent_workers=False,
+    )

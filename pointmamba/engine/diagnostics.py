@@ -1,0 +1,220 @@
+"""Diagnostics hook: feature, RelPos and gradient scales every ``diagnostics.interval`` steps.
+
+On a diagnostics step, ``before_step`` sets ``record = {}`` on every RelPos module, so that step's
+forward stores detached intermediates there; ``after_backward`` (gradients populated, before clipping)
+reads them and the gradients, writes TensorBoard scalars (and histograms) plus one console line, and sets
+``record = None`` again. Between diagnostics steps the hook costs one modulo per step; with
+``diagnostics.interval: 0`` the trainer does not create it at all.
+
+Tags (``<m>`` is a RelPos module name from ``net.relpos_modules()``, e.g. ``enc0.order0``;
+``<g>`` a parameter group: relpos, cpe, mixer, head, other):
+
+- ``diag/<m>/feat_{min,max,mean,std}``: the features entering the module
+- ``diag/<m>/{dist_emb,dir_emb}_{mean,std}``: distance and direction embeddings
+- ``diag/<m>/gate_{min,mean,max}``; ``diag/<m>/contrib_ratio`` = std(ramp*scale*gate*pos) / std(feat)
+- ``diag/<m>/scale`` (learnable scale), ``diag/<m>/ramp``, ``diag/<m>/enabled``
+- ``diag/<m>/dist_{mean,p95}`` (mm), ``diag/<m>/dist_norm_mean``, ``diag/<m>/dist_clip_frac`` (normalized
+  distance saturated at 1), ``diag/<m>/norm_scale`` (max_rel_dist, or the running quantile)
+- ``diag/grad_norm/<g>``, ``diag/param_norm/<g>``, ``diag/grad_ratio/<g>`` = grad norm / param norm
+- ``diag/flags/exploding/<g>`` (ratio > explode_ratio) and ``diag/flags/vanishing/<g>`` (< vanish_ratio), 0 or 1
+- histograms ``diag/<m>/gate`` and ``diag/<m>/dist_norm`` (``diagnostics.histograms``)
+- ``diag/hook_ms``: time this hook spent on the step (reading records and gradients, writing)
+"""
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch import Tensor
+
+from .hooks import Hook
+
+if TYPE_CHECKING:
+    from .trainer import Trainer
+
+GROUPS = ("relpos", "cpe", "mixer", "head")
+_HIST_MAX = 1 << 16  # values per histogram (strided subsample): bounds the numpy/protobuf cost
+
+
+def param_group(name: str) -> str:
+    """Parameter group of a parameter name: the first of relpos, cpe, mixer, head it contains, else other."""
+    for group in GROUPS:
+        if group in name:
+            return group
+    return "other"
+
+
+def relpos_modules(net: Any) -> list[tuple[str, Any]]:
+    fn = getattr(net, "relpos_modules", None)
+    return list(fn()) if fn is not None else []
+
+
+def module_stats(rec: dict[str, Any]) -> dict[str, float]:
+    """Scalar statistics of one RelPos record (keys of ``pointmamba.models.relpos.RECORD_KEYS``)."""
+    feat = rec["feat"].float()
+    gate = rec["gate"].float()
+    dist = rec["dist"].float()
+    dist_norm = rec["dist_norm"].float()
+    dist_emb, dir_emb = rec["dist_emb"].float(), rec["dir_emb"].float()
+    feat_std = feat.std()
+    stats = {
+        "feat_min": feat.min(), "feat_max": feat.max(), "feat_mean": feat.mean(), "feat_std": feat_std,
+        "dist_emb_mean": dist_emb.mean(), "dist_emb_std": dist_emb.std(),
+        "dir_emb_mean": dir_emb.mean(), "dir_emb_std": dir_emb.std(),
+        "gate_min": gate.min(), "gate_mean": gate.mean(), "gate_max": gate.max(),
+        "contrib_ratio": rec["contribution"].float().std() / feat_std.clamp_min(1e-12),
+        "dist_mean": dist.mean(), "dist_norm_mean": dist_norm.mean(),
+        "dist_clip_frac": (dist_norm >= 1.0).float().mean(),
+    }
+    names = list(stats)
+    values = torch.stack([stats[n] for n in names]).tolist()  # one device->host transfer
+    out = dict(zip(names, values))
+    positive = dist[dist > 0]
+    if positive.numel():
+        positive = positive[:: max(1, positive.numel() // _HIST_MAX)]
+        out["dist_p95"] = float(torch.quantile(positive, 0.95))
+    out["scale"] = float(rec["scale"])
+    out["norm_scale"] = float(rec["norm_scale"])
+    return out
+
+
+def grad_ratios(net: torch.nn.Module) -> dict[str, dict[str, float]]:
+    """Per parameter group: grad norm, param norm and their ratio, over parameters that have a gradient
+    (a group without any, e.g. RelPos during warm-up, is left out)."""
+    grads: dict[str, list[Tensor]] = {}
+    params: dict[str, list[Tensor]] = {}
+    for name, p in net.named_parameters():
+        if p.grad is None:
+            continue
+        g = param_group(name)
+        grads.setdefault(g, []).append(torch.linalg.vector_norm(p.grad.detach().float()))
+        params.setdefault(g, []).append(torch.linalg.vector_norm(p.detach().float()))
+    out = {}
+    for g in grads:
+        gn = float(torch.linalg.vector_norm(torch.stack(grads[g])))
+        pn = float(torch.linalg.vector_norm(torch.stack(params[g])))
+        out[g] = {"grad_norm": gn, "param_norm": pn, "ratio": gn / max(pn, 1e-12)}
+    return out
+
+
+def _subsample(x: Tensor) -> Tensor:
+    x = x.reshape(-1)
+    return x[:: max(1, x.numel() // _HIST_MAX)].float().cpu()
+
+
+class DiagnosticsHook(Hook):
+    """See the module docstring. Arguments are the ``diagnostics`` config section."""
+
+    name = "diagnostics"
+
+    def __init__(self, interval: int, histograms: bool = True, explode_ratio: float = 0.1,
+                 vanish_ratio: float = 1e-5) -> None:
+        if interval < 0:
+            raise ValueError(f"diagnostics.interval must be >= 0, got {interval}")
+        if not 0 < vanish_ratio < explode_ratio:
+            raise ValueError(f"diagnostics: need 0 < vanish_ratio < explode_ratio, got {vanish_ratio}, {explode_ratio}")
+        self.interval = interval
+        self.histograms = histograms
+        self.explode_ratio = explode_ratio
+        self.vanish_ratio = vanish_ratio
+        self._armed: list[Any] = []  # modules whose ``record`` this hook set
+        self._t_hook = 0.0
+        self.last: dict[str, Any] = {}  # the last step's figures (tests, interactive use)
+
+    # ------------------------------------------------------------------ arming
+    def _due(self, trainer: "Trainer") -> bool:
+        # only the main process writes; other ranks pay nothing
+        return self.interval > 0 and trainer.writer is not None and (trainer.iteration + 1) % self.interval == 0
+
+    def _disarm(self) -> None:
+        for module in self._armed:
+            module.record = None
+        self._armed = []
+
+    def before_epoch(self, trainer: "Trainer") -> None:
+        self._disarm()
+
+    def before_step(self, trainer: "Trainer") -> None:
+        if self._armed:  # the previous diagnostics step was skipped (non-finite loss)
+            self._disarm()
+        if not self._due(trainer):
+            return
+        t0 = time.perf_counter()
+        for _, module in relpos_modules(trainer.net):
+            module.record = {}
+            self._armed.append(module)
+        self._t_hook = time.perf_counter() - t0
+
+    def after_step(self, trainer: "Trainer", loss: float) -> None:
+        self._disarm()
+
+    def after_train(self, trainer: "Trainer") -> None:
+        self._disarm()
+
+    # ------------------------------------------------------------------ reading
+    def after_backward(self, trainer: "Trainer") -> None:
+        if not self._due(trainer):
+            return
+        t0 = time.perf_counter()
+        writer = trainer.writer
+        step = trainer.iteration + 1
+        modules: dict[str, dict[str, float]] = {}
+        for name, module in relpos_modules(trainer.net):
+            rec = module.record
+            stats: dict[str, float] = {"enabled": float(bool(module.enabled)), "ramp": float(module.ramp)}
+            scale = getattr(module, "scale", None)
+            if isinstance(scale, Tensor):
+                stats["scale"] = float(scale.detach().float().mean())
+            if rec:  # empty when the module is switched off (warm-up) or was not called
+                stats.update(module_stats(rec))
+                if self.histograms:
+                    writer.add_histogram(f"diag/{name}/gate", _subsample(rec["gate"]), step)
+                    writer.add_histogram(f"diag/{name}/dist_norm", _subsample(rec["dist_norm"]), step)
+            for key, value in stats.items():
+                writer.add_scalar(f"diag/{name}/{key}", value, step)
+            modules[name] = stats
+        self._disarm()
+        groups = grad_ratios(trainer.net)
+        flags: dict[str, list[str]] = {"exploding": [], "vanishing": []}
+        for g, v in groups.items():
+            exploding, vanishing = v["ratio"] > self.explode_ratio, v["ratio"] < self.vanish_ratio
+            v["exploding"], v["vanishing"] = float(exploding), float(vanishing)
+            if exploding:
+                flags["exploding"].append(g)
+            if vanishing:
+                flags["vanishing"].append(g)
+            writer.add_scalar(f"diag/grad_norm/{g}", v["grad_norm"], step)
+            writer.add_scalar(f"diag/param_norm/{g}", v["param_norm"], step)
+            writer.add_scalar(f"diag/grad_ratio/{g}", v["ratio"], step)
+            writer.add_scalar(f"diag/flags/exploding/{g}", v["exploding"], step)
+            writer.add_scalar(f"diag/flags/vanishing/{g}", v["vanishing"], step)
+        hook_ms = 1000.0 * (time.perf_counter() - t0 + self._t_hook)
+        writer.add_scalar("diag/hook_ms", hook_ms, step)
+        self.last = {"step": step, "modules": modules, "groups": groups, "flags": flags, "hook_ms": hook_ms}
+        trainer.log(self.summary_line(self.last))
+
+    def summary_line(self, last: dict[str, Any]) -> str:
+        """One compact line: gate range and contribution over the active RelPos modules, grad/param per
+        group, flags."""
+        parts = [f"diag step {last['step']}"]
+        active = [s for s in last["modules"].values() if "gate_mean" in s]
+        if active:
+            gmin = min(s["gate_min"] for s in active)
+            gmean = sum(s["gate_mean"] for s in active) / len(active)
+            gmax = max(s["gate_max"] for s in active)
+            contrib = max(s["contrib_ratio"] for s in active)
+            scale = sum(s["scale"] for s in active) / len(active)
+            fmin, fmax = min(s["feat_min"] for s in active), max(s["feat_max"] for s in active)
+            fstd = max(s["feat_std"] for s in active)
+            parts.append(f"relpos x{len(active)}: gate {gmin:.3f}/{gmean:.3f}/{gmax:.3f} "
+                         f"contrib<= {contrib:.3g} scale~{scale:.3g} feat [{fmin:.3g}, {fmax:.3g}] std<= {fstd:.3g}")
+        elif last["modules"]:
+            parts.append(f"relpos x{len(last['modules'])}: off")
+        if last["groups"]:
+            parts.append("grad/param " + " ".join(f"{g} {v['ratio']:.2e}" for g, v in last["groups"].items()))
+        for kind, groups in last["flags"].items():
+            if groups:
+                parts.append(f"{kind.upper()}: {','.join(groups)}")
+        parts.append(f"{last['hook_ms']:.1f} ms")
+        return " | ".join(parts)

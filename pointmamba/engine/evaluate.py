@@ -1,0 +1,63 @@
+"""Evaluation over a loader: per-vertex predictions at full resolution and segmentation metrics."""
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+import torch
+from torch import nn
+from tqdm import tqdm
+
+from ..structure import PointBatch
+from .metrics import ConfusionMatrix
+
+
+def autocast(device: torch.device, enabled: bool) -> Any:
+    """Mixed precision on CUDA only; a no-op context on CPU."""
+    return torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=enabled and device.type == "cuda")
+
+
+@torch.no_grad()
+def predict_loader(
+    model: nn.Module, loader: Any, device: torch.device, amp: bool = False, progress: bool = False
+) -> Iterator[tuple[PointBatch, torch.Tensor]]:
+    """Yield (batch, per-row logits) for every batch, in eval mode."""
+    model.eval()
+    for batch in tqdm(loader, desc="eval", disable=not progress, leave=False):
+        batch = batch.to(device)
+        with autocast(device, amp):
+            logits = model(batch)
+        yield batch, logits.float()
+
+
+def full_resolution(batch: PointBatch, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-row values -> every original vertex (through the grid-sampling map), with vertex targets.
+
+    Falls back to the sampled rows when the batch carries no map back to the vertices.
+    """
+    if "inverse" in batch.extra and "vertex_segment" in batch.extra:
+        return rows[batch.extra["inverse"]], batch.extra["vertex_segment"]
+    return rows, batch.extra["segment"]
+
+
+def evaluate(
+    model: nn.Module, loader: Any, num_classes: int, device: torch.device, amp: bool = False, progress: bool = False
+) -> tuple[dict[str, Any], ConfusionMatrix]:
+    """Accuracy, mIoU, per-class IoU and Dice over all vertices of the loader's scans, plus the mean loss."""
+    cm = ConfusionMatrix(num_classes)
+    loss_sum, loss_n = 0.0, 0
+    for batch, logits in predict_loader(model, loader, device, amp, progress):
+        target = batch.extra["segment"]
+        valid = target != -100
+        if valid.any():
+            loss_sum += float(nn.functional.cross_entropy(logits[valid], target[valid], reduction="sum"))
+            loss_n += int(valid.sum())
+        pred, vtarget = full_resolution(batch, logits.argmax(1))
+        cm.update(pred.cpu(), vtarget.cpu())
+    metrics = {
+        "loss": loss_sum / max(loss_n, 1),
+        "accuracy": cm.accuracy(),
+        "miou": cm.miou(),
+        "mdice": cm.mean_dice(),
+        "iou": cm.iou().tolist(),
+    }
+    return metrics, cm

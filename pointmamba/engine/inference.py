@@ -1,0 +1,72 @@
+"""Segmenting whole scans with a trained checkpoint: load, preprocess like the eval set, predict every vertex."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from ..config import ConfigError, merge
+from .checkpoint import CheckpointError, load_checkpoint
+from .evaluate import autocast
+
+
+@dataclass
+class Prediction:
+    """Per-vertex result for one scan: class ids, FDI labels, class probabilities, the aligned vertices."""
+
+    classes: np.ndarray
+    fdi: np.ndarray
+    probs: np.ndarray
+    aligned: np.ndarray
+
+
+def load_trained(checkpoint: str | Path, device: torch.device, overrides: dict[str, Any] | None = None) -> tuple[nn.Module, dict[str, Any]]:
+    """The network and resolved config stored in a checkpoint (written by the trainer), in eval mode."""
+    from .. import build_model
+
+    state = load_checkpoint(checkpoint, map_location="cpu")
+    if "config" not in state:
+        raise CheckpointError(f"{checkpoint}: no config stored in the checkpoint")
+    cfg = merge(state["config"], overrides or {})
+    try:
+        model = build_model(cfg)
+    except ValueError as exc:
+        raise ConfigError(f"{checkpoint}: stored config does not build a model: {exc}") from None
+    try:
+        model.load_state_dict(state["model"])
+    except RuntimeError as exc:
+        raise CheckpointError(f"{checkpoint}: weights do not fit the stored model config: {exc}") from None
+    return model.to(device).eval(), cfg
+
+
+@torch.no_grad()
+def segment_scan(model: nn.Module, scan: Any, cfg: dict[str, Any], device: torch.device) -> Prediction:
+    """Predict every vertex of ``scan`` (a ``pointmamba.data.Scan``) at full resolution.
+
+    The scan is preprocessed exactly as the eval split is (canonical pose, centring, normals, grid
+    sampling in test mode); every vertex takes the prediction of its voxel's representative point.
+    """
+    from ..data import class_to_fdi, collate
+    from ..data.dataset import make_item, preprocess_scan
+
+    d = cfg["data"]
+    if d["num_classes"] == 17 and scan.jaw is None:
+        raise ValueError(f"{scan.path}: jaw unknown: name the file *_upper / *_lower or pass --jaw upper|lower "
+                         "(the 17-class model numbers teeth per jaw)")
+    arrays = {k: v for k, v in preprocess_scan(scan).items() if k != "labels"}
+    item = make_item(arrays, name=scan.name, num_classes=d["num_classes"], grid_size=d["grid_size"],
+                     align=d["align"], mode="test")
+    batch = collate([item]).to(device)
+    with autocast(device, bool(cfg["train"]["amp"])):
+        logits = model(batch)
+    probs_rows = torch.softmax(logits.float(), 1)
+    probs = probs_rows[batch.extra["inverse"]].cpu().numpy()
+    classes = probs.argmax(1)
+    fdi = class_to_fdi(classes, scan.jaw, d["num_classes"])
+    transform = np.asarray(item["transform"])
+    aligned = scan.vertices @ transform[:3, :3].T + transform[:3, 3]
+    return Prediction(classes=classes, fdi=fdi, probs=probs, aligned=aligned)

@@ -1,0 +1,308 @@
+"""The training loop: AdamW + schedule, clipping, AMP on CUDA, DDP, validation, atomic checkpoints, resume."""
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from tqdm import tqdm
+
+from .checkpoint import load_checkpoint, save_checkpoint
+from .datasets import build_dataset, build_loader, ensure_data
+from .distributed import DistInfo, all_reduce_sum, barrier, cleanup, init_distributed
+from .evaluate import autocast, evaluate
+from .hooks import Hook
+from .optim import build_optimizer, build_scheduler
+from .seed import rng_state, set_deterministic, set_rng_state, set_seed
+from .warmup import WarmupSwitch
+
+
+class TrainingDiverged(RuntimeError):
+    """Too many non-finite losses in a row."""
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError("train.device='cuda' but no CUDA device is available (use 'cpu' or 'auto')")
+    return torch.device(name)
+
+
+class Trainer:
+    """Builds everything from a resolved config (``pointmamba.config.load_config``) and trains.
+
+    ``net`` is the bare model (hooks and checkpoints use it); ``model`` is what the loop calls (DDP-wrapped
+    under torchrun). Checkpoints ``last.pth`` (every epoch) and ``best.pth`` (best val mIoU) go to the
+    work dir together with ``config.yaml``, ``metrics.jsonl`` (one line per epoch) and TensorBoard events.
+    """
+
+    def __init__(self, cfg: dict[str, Any], resume: bool = False, hooks: list[Hook] | None = None) -> None:
+        from .. import build_model
+        from ..config import dump_config
+
+        self.cfg = cfg
+        t = cfg["train"]
+        self.device = resolve_device(t["device"])
+        self.dist: DistInfo = init_distributed(self.device.type)
+        if self.device.type == "cuda":
+            self.device = torch.device("cuda", self.dist.local_rank)
+        self.work_dir = Path(cfg["work_dir"])
+        self.is_main = self.dist.is_main
+        if self.is_main:
+            self.work_dir.mkdir(parents=True, exist_ok=True)
+            dump_config(cfg, self.work_dir / "config.yaml")
+        set_deterministic()
+        set_seed(cfg["seed"])  # same on every rank: identical initial weights
+
+        if self.is_main:
+            ensure_data(cfg, self.log)
+        barrier(self.dist)
+        self.train_set = build_dataset(cfg, "train", train=True)
+        self.train_loader = build_loader(self.train_set, cfg, train=True, dist=self.dist)
+        self.val_loader = None
+        if t["val_interval"] > 0 and (cfg["data"]["val_names"] is not None or self._split_exists("val")):
+            self.val_loader = build_loader(build_dataset(cfg, "val", train=False), cfg, train=False, dist=self.dist)
+
+        self.net: nn.Module = build_model(cfg).to(self.device)
+        self.model: nn.Module = self.net
+        if self.dist.enabled:
+            # RelPos modules switched off by the warm-up hook leave parameters without gradients
+            self.model = nn.parallel.DistributedDataParallel(
+                self.net,
+                device_ids=[self.dist.local_rank] if self.device.type == "cuda" else None,
+                find_unused_parameters=True,
+            )
+        self.steps_per_epoch = len(self.train_loader)
+        if t["max_steps_per_epoch"]:
+            self.steps_per_epoch = min(self.steps_per_epoch, t["max_steps_per_epoch"])
+        self.optimizer = build_optimizer(self.net, cfg)
+        self.scheduler = build_scheduler(self.optimizer, cfg, self.steps_per_epoch * t["epochs"])
+        self.amp = bool(t["amp"]) and self.device.type == "cuda"
+        self.writer = None
+        if self.is_main:
+            from torch.utils.tensorboard import SummaryWriter
+
+            self.writer = SummaryWriter(str(self.work_dir / "tb"))
+
+        self.hooks: list[Hook] = [WarmupSwitch(cfg["warmup"]["epochs"], cfg["warmup"]["ramp_epochs"])]
+        if cfg["diagnostics"]["interval"] > 0:
+            from .diagnostics import DiagnosticsHook
+
+            self.hooks.append(DiagnosticsHook(**cfg["diagnostics"]))
+        self.hooks += list(hooks or [])
+
+        self.epoch = 0
+        self.iteration = 0
+        self.best_miou = -math.inf
+        self.nonfinite_total = 0
+        self.nonfinite_streak = 0
+        self.last_finite_loss: float | None = None
+        set_seed(cfg["seed"] + self.dist.rank)  # training randomness differs per rank
+        if resume:
+            self.resume(self.work_dir / "last.pth")
+
+    # ------------------------------------------------------------------ helpers
+    def _split_exists(self, split: str) -> bool:
+        d = self.cfg["data"]
+        split_dir = Path(d["split_dir"] or d["root"]).expanduser()
+        path = split_dir / f"{d[split + '_split']}.txt"
+        return path.is_file() and any(ln.split("#", 1)[0].strip() for ln in path.read_text().splitlines())
+
+    def log(self, msg: str) -> None:
+        if not self.is_main:
+            return
+        tqdm.write(msg)
+        with open(self.work_dir / "train.log", "a") as fh:
+            fh.write(msg + "\n")
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.net.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "epoch": self.epoch,
+            "iteration": self.iteration,
+            "best_miou": self.best_miou,
+            "nonfinite_total": self.nonfinite_total,
+            "rng": rng_state(),
+            "hooks": {h.name: h.state_dict() for h in self.hooks},
+            "config": {k: v for k, v in self.cfg.items() if not k.startswith("_")},
+        }
+
+    def resume(self, path: Path) -> None:
+        state = load_checkpoint(path, map_location=self.device)
+        self.net.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        self.epoch, self.iteration = state["epoch"], state["iteration"]
+        self.best_miou = state["best_miou"]
+        self.nonfinite_total = state["nonfinite_total"]
+        set_rng_state(state["rng"])
+        for hook in self.hooks:
+            hook.load_state_dict(state["hooks"].get(hook.name, {}))
+        self._truncate_metrics()
+        self.log(f"resumed from {path} at epoch {self.epoch}, iteration {self.iteration}")
+
+    def _truncate_metrics(self) -> None:
+        """Drop metric lines of epochs the checkpoint does not contain (written just before a crash)."""
+        path = self.work_dir / "metrics.jsonl"
+        if not self.is_main or not path.is_file():
+            return
+        lines = [ln for ln in path.read_text().splitlines() if ln.strip() and json.loads(ln)["epoch"] <= self.epoch]
+        path.write_text("".join(ln + "\n" for ln in lines))
+
+    def _call(self, event: str, *args: Any) -> None:
+        for hook in self.hooks:
+            getattr(hook, event)(self, *args)
+
+    # ------------------------------------------------------------------ loop
+    def train(self) -> dict[str, Any]:
+        """Run the remaining epochs; returns the last epoch's record."""
+        t = self.cfg["train"]
+        self.log(f"training on {self.device} ({self.dist.world_size} process(es)), {len(self.train_set)} scans, "
+                 f"{self.steps_per_epoch} steps/epoch, work dir {self.work_dir}")
+        record: dict[str, Any] = {}
+        self._call("before_train")
+        try:
+            for epoch in range(self.epoch, t["epochs"]):
+                self.epoch = epoch
+                record = self.train_epoch()
+                if self.val_loader is not None and (epoch + 1) % t["val_interval"] == 0:
+                    record.update(self.validate())
+                self.epoch = epoch + 1
+                self.end_epoch(record)
+                self._call("after_epoch")
+        finally:
+            self._call("after_train")
+            if self.writer is not None:
+                self.writer.flush()
+        return record
+
+    def train_epoch(self) -> dict[str, Any]:
+        t = self.cfg["train"]
+        self.train_loader.sampler.set_epoch(self.epoch)
+        if hasattr(self.train_set, "set_epoch"):
+            self.train_set.set_epoch(self.epoch)
+        self._call("before_epoch")
+        self.model.train()
+        loss_sum, steps, points, t0 = 0.0, 0, 0, time.perf_counter()
+        bar = tqdm(total=self.steps_per_epoch, desc=f"epoch {self.epoch + 1}/{t['epochs']}",
+                   disable=not (t["progress"] and self.is_main), leave=False, dynamic_ncols=True)
+        for step, batch in enumerate(self.train_loader):
+            if step >= self.steps_per_epoch:
+                break
+            loss = self.train_step(batch)
+            if loss is not None:
+                loss_sum += loss
+                steps += 1
+            points += len(batch)
+            rate = points / (time.perf_counter() - t0)
+            bar.set_postfix(loss=f"{loss if loss is not None else float('nan'):.4f}",
+                            lr=f"{self.scheduler.get_last_lr()[0]:.2e}", pts_s=f"{rate:.0f}")
+            bar.update(1)
+        bar.close()
+        elapsed = time.perf_counter() - t0
+        return {
+            "epoch": self.epoch + 1,
+            "train_loss": loss_sum / max(steps, 1),
+            "lr": self.scheduler.get_last_lr()[0],
+            "points_per_s": points * self.dist.world_size / max(elapsed, 1e-9),
+            "epoch_s": elapsed,
+            "nonfinite_total": self.nonfinite_total,
+        }
+
+    def train_step(self, batch: Any) -> float | None:
+        """One optimizer step; returns the loss, or None when the loss was non-finite and the step skipped."""
+        t = self.cfg["train"]
+        batch = batch.to(self.device)
+        target = batch.extra["segment"]
+        self._call("before_step")
+        with autocast(self.device, self.amp):
+            logits = self.model(batch)
+        loss = F.cross_entropy(logits.float(), target, ignore_index=-100, label_smoothing=t["label_smoothing"])
+        # every rank must agree to skip, or DDP's gradient all-reduce would hang
+        finite = all_reduce_sum(torch.tensor([float(torch.isfinite(loss))], device=self.device), self.dist)
+        if int(finite.item()) != self.dist.world_size:
+            self.nonfinite_total += 1
+            self.nonfinite_streak += 1
+            self.optimizer.zero_grad(set_to_none=True)
+            self.log(f"step {self.iteration}: non-finite loss, step skipped "
+                     f"({self.nonfinite_streak} in a row, {self.nonfinite_total} in total)")
+            if self.nonfinite_streak >= t["max_nonfinite"]:
+                raise TrainingDiverged(
+                    f"training stopped at step {self.iteration} (epoch {self.epoch + 1}): {self.nonfinite_streak} "
+                    f"non-finite losses in a row (train.max_nonfinite={t['max_nonfinite']}); last finite loss: "
+                    f"{self.last_finite_loss}. Lower train.lr or check the data."
+                )
+            return None
+        self.nonfinite_streak = 0
+        loss.backward()
+        self._call("after_backward")
+        if t["grad_clip"] > 0:
+            grad_norm = float(nn.utils.clip_grad_norm_(self.net.parameters(), t["grad_clip"]))
+        else:
+            grad_norm = float("nan")
+        self.optimizer.step()
+        self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        value = float(loss.detach())
+        self.last_finite_loss = value
+        self.iteration += 1
+        if self.writer is not None and self.iteration % t["log_interval"] == 0:
+            self.writer.add_scalar("train/loss", value, self.iteration)
+            self.writer.add_scalar("train/lr", self.scheduler.get_last_lr()[0], self.iteration)
+            self.writer.add_scalar("train/grad_norm", grad_norm, self.iteration)
+        self._call("after_step", value)
+        return value
+
+    def validate(self) -> dict[str, Any]:
+        """Rank 0 evaluates the whole val split (no duplicated padding samples); others wait."""
+        out: dict[str, Any] = {}
+        if self.is_main:
+            metrics, _ = evaluate(self.net, self.val_loader, self.cfg["data"]["num_classes"], self.device,
+                                  self.amp, progress=self.cfg["train"]["progress"])
+            out = {"val_loss": metrics["loss"], "val_miou": metrics["miou"], "val_accuracy": metrics["accuracy"],
+                   "val_mdice": metrics["mdice"], "val_iou": metrics["iou"]}
+            assert self.writer is not None
+            for key in ("val_loss", "val_miou", "val_accuracy", "val_mdice"):
+                self.writer.add_scalar(key.replace("_", "/", 1), out[key], self.iteration)
+            for c, value in enumerate(metrics["iou"]):
+                if value == value:  # NaN: class absent from val targets and predictions
+                    self.writer.add_scalar(f"val_iou/class_{c:02d}", value, self.iteration)
+        barrier(self.dist)
+        return out
+
+    def end_epoch(self, record: dict[str, Any]) -> None:
+        """Log the epoch, write last (and best) checkpoints and the metrics line."""
+        if not self.is_main:
+            barrier(self.dist)
+            return
+        assert self.writer is not None
+        self.writer.add_scalar("train/epoch_loss", record["train_loss"], self.iteration)
+        self.writer.add_scalar("train/points_per_s", record["points_per_s"], self.iteration)
+        msg = (f"epoch {record['epoch']}/{self.cfg['train']['epochs']}: loss {record['train_loss']:.4f} "
+               f"lr {record['lr']:.2e} {record['points_per_s']:.0f} pts/s")
+        if "val_miou" in record:
+            msg += f" | val mIoU {record['val_miou']:.4f} acc {record['val_accuracy']:.4f}"
+        self.log(msg)
+        with open(self.work_dir / "metrics.jsonl", "a") as fh:
+            fh.write(json.dumps({k: v for k, v in record.items() if k != "val_iou"}) + "\n")
+        improved = record.get("val_miou", -math.inf) > self.best_miou
+        if improved:
+            self.best_miou = record["val_miou"]
+        state = self.state_dict()
+        save_checkpoint(state, self.work_dir / "last.pth")
+        if improved:
+            save_checkpoint(state, self.work_dir / "best.pth")
+        barrier(self.dist)
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+        cleanup(self.dist)

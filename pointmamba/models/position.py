@@ -1,0 +1,129 @@
+"""Position-encoding variants for the per-stage position slot (ablations compare them).
+
+``position`` (config) picks what a stage runs before its mixers:
+
+- ``cpe``: CPE only (PTv3);
+- ``cpe+relpos`` (default): CPE, then one RelPos per serialization order used by the stage, each applied
+  just before the first block that uses its order;
+- ``relpos+abs``: no CPE; ``0.1 * Linear(3 -> C)`` of per-sample centred coordinates (weights std 0.01),
+  then RelPos as above;
+- ``sinusoidal``: fixed Fourier features of per-sample centred coordinates, scaled and added;
+- ``gru``: a bidirectional GRU over the stage's first curve order, per sample (``pack_padded_sequence``:
+  no state crosses a sample boundary, padding never enters), added residually;
+- ``none``: nothing.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+from ..segment import segment_reduce
+from ..sequence import pack_to_padded
+from .cpe import CPE
+from .relpos import RelPos, RelPosConfig
+
+__all__ = ["POSITIONS", "PositionSlot", "AbsolutePosition", "SinusoidalPosition", "GRUPosition", "build_position"]
+
+POSITIONS = ("cpe", "cpe+relpos", "relpos+abs", "sinusoidal", "gru", "none")
+
+
+def centred_coord(point: Any) -> Tensor:
+    """Coordinates minus each sample's mean, so the encoding ignores where a scan sits."""
+    mean = segment_reduce(point.coord, point.batch, point.num_samples, "mean")
+    return point.coord - mean.index_select(0, point.batch)
+
+
+class AbsolutePosition(nn.Module):
+    """``feat + scale * Linear(3 -> C)(centred coord)``, weights N(0, init_std), bias 0."""
+
+    def __init__(self, channels: int, init_std: float = 0.01, scale: float = 0.1) -> None:
+        super().__init__()
+        self.linear = nn.Linear(3, channels)
+        nn.init.normal_(self.linear.weight, std=init_std)
+        nn.init.zeros_(self.linear.bias)
+        self.scale = scale
+
+    def forward(self, feat: Tensor, point: Any) -> Tensor:
+        return feat + self.scale * self.linear(centred_coord(point).to(feat.dtype))
+
+
+class SinusoidalPosition(nn.Module):
+    """``feat + scale * [sin, cos](2 pi x / lambda)`` per axis, wavelengths geometric in [min, max] (mm).
+
+    ``C // 6`` wavelengths per axis fill 6 * (C // 6) channels; the remaining channels get nothing.
+    """
+
+    def __init__(self, channels: int, min_wavelength: float = 1.0, max_wavelength: float = 100.0,
+                 scale: float = 0.1) -> None:
+        super().__init__()
+        if not 0 < min_wavelength <= max_wavelength:
+            raise ValueError(f"sinusoidal: need 0 < min_wavelength <= max_wavelength, got {min_wavelength}, {max_wavelength}")
+        n = max(1, channels // 6)
+        if 6 * n > channels:
+            raise ValueError(f"sinusoidal: needs at least 6 channels, got {channels}")
+        wavelengths = torch.logspace(math.log10(min_wavelength), math.log10(max_wavelength), n)
+        self.register_buffer("freq", 2 * math.pi / wavelengths, persistent=False)
+        self.channels, self.scale = channels, scale
+
+    def forward(self, feat: Tensor, point: Any) -> Tensor:
+        x = centred_coord(point).to(feat.dtype).unsqueeze(2) * self.freq.to(feat.dtype)  # (N, 3, n)
+        enc = torch.cat([x.sin(), x.cos()], 2).flatten(1)
+        enc = nn.functional.pad(enc, (0, self.channels - enc.shape[1]))
+        return feat + self.scale * enc
+
+
+class GRUPosition(nn.Module):
+    """``feat + Linear(BiGRU(LayerNorm(feat)) along order 0)``, run per sample."""
+
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        hidden = max(1, channels // 2)
+        self.norm = nn.LayerNorm(channels)
+        self.gru = nn.GRU(channels, hidden, batch_first=True, bidirectional=True)
+        self.proj = nn.Linear(2 * hidden, channels)
+
+    def forward(self, feat: Tensor, point: Any) -> Tensor:
+        lengths = point.lengths
+        x, mask = pack_to_padded(self.norm(feat).index_select(0, point.order[0]), lengths)
+        packed = pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
+        y, _ = pad_packed_sequence(self.gru(packed)[0], batch_first=True, total_length=x.shape[1])
+        return feat + self.proj(y[mask]).index_select(0, point.inverse[0])
+
+
+class PositionSlot(nn.Module):
+    """A stage's position encodings: ``pre(feat, point)`` before the blocks, ``relpos_for(k)`` per order.
+
+    Sub-module names (``cpe``, ``relpos``, ``abs_pos``, ...) are what diagnostics group parameters by.
+    """
+
+    def __init__(self, kind: str, channels: int, orders_used: list[int], cfg: dict[str, Any]) -> None:
+        super().__init__()
+        if kind not in POSITIONS:
+            raise ValueError(f"position must be one of {POSITIONS}, got {kind!r}")
+        self.kind = kind
+        self.cpe = CPE(channels, cfg["cpe_kernel"]) if kind in ("cpe", "cpe+relpos") else None
+        self.abs_pos = AbsolutePosition(channels, **cfg["abs_pos"]) if kind == "relpos+abs" else None
+        self.sinusoidal = SinusoidalPosition(channels, **cfg["sinusoidal"]) if kind == "sinusoidal" else None
+        self.gru = GRUPosition(channels) if kind == "gru" else None
+        self.relpos = None
+        if kind in ("cpe+relpos", "relpos+abs"):
+            rcfg = RelPosConfig.from_dict(cfg["relpos"])
+            self.relpos = nn.ModuleDict({str(k): RelPos(channels, rcfg) for k in sorted(set(orders_used))})
+
+    def pre(self, feat: Tensor, point: Any) -> Tensor:
+        for module in (self.cpe, self.abs_pos, self.sinusoidal, self.gru):
+            if module is not None:
+                feat = module(feat, point)
+        return feat
+
+    def relpos_for(self, k: int) -> RelPos | None:
+        return self.relpos[str(k)] if self.relpos is not None else None
+
+
+def build_position(kind: str, channels: int, orders_used: list[int], cfg: dict[str, Any]) -> PositionSlot:
+    """The position slot of one stage (``cfg`` is the resolved model config)."""
+    return PositionSlot(kind, channels, orders_used, cfg)

@@ -1,0 +1,123 @@
+"""Space-filling-curve serialization of voxel grid coordinates (z-order, Hilbert, and "-trans" variants).
+
+``code = batch << (3 * depth) | curve_code``: the batch index sits in the high bits, so sorting the codes
+keeps every sample's points together. ``-trans`` orders swap x and y before encoding (and back in
+``decode``). Both curves are depth consistent: a point's curve code does not depend on ``depth`` (only the
+batch shift does), so a scan's point order is the same whatever depth its batch needed.
+"""
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from .hilbert import hilbert_decode, hilbert_encode
+from .zorder import z_decode, z_encode
+
+ORDERS = ("z", "z-trans", "hilbert", "hilbert-trans")
+MAX_DEPTH = 16
+CODE_BITS = 63  # int64 without the sign bit
+
+_ENCODERS = {"z": z_encode, "hilbert": hilbert_encode}
+_DECODERS = {"z": z_decode, "hilbert": hilbert_decode}
+_INT_DTYPES = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.uint16, torch.uint32, torch.uint64)
+
+__all__ = ["ORDERS", "MAX_DEPTH", "encode", "decode", "adaptive_depth"]
+
+
+def _check_order(order: str) -> tuple[str, bool]:
+    if order not in ORDERS:
+        raise ValueError(f"serialization: unknown order {order!r}; valid orders: {ORDERS}")
+    trans = order.endswith("-trans")
+    return order.removesuffix("-trans"), trans
+
+
+def _check_depth(depth: int) -> int:
+    if isinstance(depth, bool) or not isinstance(depth, int):
+        raise ValueError(f"serialization: depth must be an int in [1, {MAX_DEPTH}], got {depth!r}")
+    if not 1 <= depth <= MAX_DEPTH:
+        raise ValueError(f"serialization: depth must be in [1, {MAX_DEPTH}] (3 bits per level in int64), got {depth}")
+    return depth
+
+
+def _as_int_tensor(x: object, name: str) -> Tensor:
+    x = torch.as_tensor(x)
+    if x.dtype not in _INT_DTYPES:
+        raise ValueError(f"serialization: {name} must have an integer dtype, got {x.dtype}")
+    return x.long()
+
+
+def adaptive_depth(grid_coord: Tensor) -> int:
+    """Smallest depth (>= 1) whose 2^depth cells hold the largest grid coordinate."""
+    top = int(grid_coord.max()) if grid_coord.numel() else 0
+    depth = max(1, top.bit_length())
+    if depth > MAX_DEPTH:
+        raise ValueError(
+            f"serialization: largest grid coordinate {top} needs depth {depth} > {MAX_DEPTH}; use a coarser grid"
+        )
+    return depth
+
+
+def _check_batch_bits(batch_max: int, depth: int) -> None:
+    bits = 3 * depth + batch_max.bit_length()
+    if bits > CODE_BITS:
+        raise ValueError(
+            f"serialization: code needs {bits} bits (3 * depth {depth} + {batch_max.bit_length()} for batch "
+            f"index {batch_max}) but int64 holds {CODE_BITS}; use a smaller depth or fewer samples"
+        )
+
+
+def encode(grid_coord: Tensor, batch: Tensor | None = None, depth: int | None = None, order: str = "z") -> Tensor:
+    """Curve codes (N,) int64 of integer grid coordinates (N, 3) >= 0, with ``batch`` (N,) in the high bits.
+
+    ``depth`` None picks the smallest depth holding the largest coordinate (see :func:`adaptive_depth`).
+    """
+    curve, trans = _check_order(order)
+    grid_coord = _as_int_tensor(grid_coord, "grid_coord")
+    if grid_coord.dim() != 2 or grid_coord.shape[1] != 3:
+        raise ValueError(f"serialization: grid_coord must be (N, 3), got {tuple(grid_coord.shape)}")
+    n = grid_coord.shape[0]
+    if n and int(grid_coord.min()) < 0:
+        rows = int((grid_coord < 0).any(1).sum())
+        raise ValueError(
+            f"serialization: grid_coord has {rows} row(s) with negative coordinates (min {int(grid_coord.min())}); "
+            "grid coordinates must be >= 0 (PointBatch computes them from each sample's minimum corner)"
+        )
+    if depth is None:
+        depth = adaptive_depth(grid_coord)
+    depth = _check_depth(depth)
+    if n and int(grid_coord.max()) >= 1 << depth:
+        raise ValueError(
+            f"serialization: largest grid coordinate {int(grid_coord.max())} does not fit depth {depth} "
+            f"(must be < 2^{depth} = {1 << depth})"
+        )
+    if trans:
+        grid_coord = grid_coord[:, [1, 0, 2]]
+    code = _ENCODERS[curve](grid_coord, depth)
+    if batch is None:
+        return code
+    batch = _as_int_tensor(batch, "batch").to(code.device)
+    if batch.shape != (n,):
+        raise ValueError(f"serialization: batch must be (N={n},), got {tuple(batch.shape)}")
+    if n:
+        if int(batch.min()) < 0:
+            raise ValueError(f"serialization: batch indices must be >= 0, got min {int(batch.min())}")
+        _check_batch_bits(int(batch.max()), depth)
+    code |= batch << (3 * depth)
+    return code
+
+
+def decode(code: Tensor, depth: int, order: str = "z") -> tuple[Tensor, Tensor]:
+    """Inverse of :func:`encode`: (grid_coord (N, 3) int64, batch (N,) int64) from codes (N,)."""
+    curve, trans = _check_order(order)
+    depth = _check_depth(depth)
+    code = _as_int_tensor(code, "code")
+    if code.dim() != 1:
+        raise ValueError(f"serialization: code must be 1-D (N,), got {tuple(code.shape)}")
+    if code.numel() and int(code.min()) < 0:
+        raise ValueError("serialization: codes must be >= 0")
+    curve_bits = 3 * depth
+    batch = code >> curve_bits
+    grid_coord = _DECODERS[curve](code & ((1 << curve_bits) - 1), depth)
+    if trans:
+        grid_coord = grid_coord[:, [1, 0, 2]]
+    return grid_coord, batch

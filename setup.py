@@ -1,0 +1,28 @@
+"""pointmamba: dental intraoral-scan segmentation with a Mamba backbone over serialized points."""
+from setuptools import find_packages, setup
+
+setup(
+    name="pointmamba",
+    version="0.1.0",
+    description="Tooth segmentation of intraoral scans with bidirectional Mamba over space-filling curves",
+    python_requires=">=3.10",
+    packages=find_packages(include=["pointmamba", "pointmamba.*"]),
+    # torch is pinned by the install commands (Makefile / README), not here, so that GPU users can keep
+    # the CUDA build they already have; an unpinned torch on a bare machine pulls several GB of CUDA wheels.
+    install_requires=[
+        "torch>=2.1",
+        "numpy>=1.24",
+        "scipy>=1.10",
+        "numba>=0.59",
+        "tqdm>=4.60",
+        "tensorboard>=2.14",
+        "matplotlib>=3.7",
+        "pyyaml>=6.0",
+        "plyfile>=1.0",
+    ],
+    extras_require={
+        "test": ["pytest>=7"],
+        # GPU extras are installed separately (see README "GPU install"): they compile or need CUDA.
+    },
+    entry_points={},
+)

@@ -1,0 +1,29 @@
+"""Shared test fixtures: paths to the real scans beside the checkout, and a fixed thread count."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared" / "data"
+SCANS = SHARED / "scans"
+TEETH3DS_LABELS = SHARED / "teeth3ds-labels"
+
+torch.set_num_threads(2)
+
+
+@pytest.fixture(scope="session")
+def scans_dir() -> Path:
+    """``../shared/data/scans``; tests that need it are skipped with a reason where it is absent."""
+    if not SCANS.is_dir():
+        pytest.skip(f"real scans not found at {SCANS} (../shared/data/scans beside the checkout)")
+    return SCANS
+
+
+@pytest.fixture(scope="session")
+def teeth3ds_labels_dir() -> Path:
+    if not TEETH3DS_LABELS.is_dir():
+        pytest.skip(f"Teeth3DS label files not found at {TEETH3DS_LABELS}")
+    return TEETH3DS_LABELS

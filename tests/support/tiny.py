@@ -1,0 +1,42 @@
+"""A tiny model and data config shared by the engine tests (seconds per epoch on 2 cores)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+TINY_MODEL = [
+    "model.enc_channels=[16,16]",
+    "model.enc_depths=[1,1]",
+    "model.dec_channels=[16]",
+    "model.dec_depths=[1]",
+    "model.orders=[z,hilbert]",
+    "model.d_state=4",
+    "model.drop_path=0.0",
+]
+
+
+def tiny_overrides(root: Path, work_dir: Path, epochs: int = 2, **extra: object) -> list[str]:
+    """Overrides for a tiny run on the synthetic set written by ``write_synthetic`` into ``root``."""
+    items = TINY_MODEL + [
+        f"data.root={root}",
+        "data.train_names=[SYN00000, SYN00001]",
+        "data.val_names=[SYN00002_upper]",
+        "data.grid_size=0.6",
+        "data.max_points=1200",
+        f"data.cache_dir={root / '.cache'}",
+        f"work_dir={work_dir}",
+        f"train.epochs={epochs}",
+        "train.batch_size=2",
+        "train.lr=0.01",
+        "train.progress=false",
+        "train.log_interval=1",
+    ]
+    items += [f"{k.replace('__', '.')}={v}" for k, v in extra.items()]
+    return items
+
+
+def write_synthetic(root: Path, count: int = 3, vertices: int = 3000) -> Path:
+    from pointmamba.data import write_dataset
+
+    if not (root / "train.txt").is_file():
+        write_dataset(root, count=count, n_vertices=vertices, seed=0, progress=False)
+    return root

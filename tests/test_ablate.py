@@ -1,0 +1,134 @@
+"""tools/ablate.py: criterion table, resumable runs (skip finished, resume interrupted), config checks."""
+from __future__ import annotations
+
+import csv
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pointmamba.config import load_config
+
+from support.tiny import TINY_MODEL, write_synthetic
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+import ablate  # noqa: E402
+
+
+def _records(losses, miou=None):
+    return [{"epoch": i + 1, "train_loss": v, **({"val_miou": miou[i]} if miou else {})} for i, v in enumerate(losses)]
+
+
+def _run(stem, losses, miou=None):
+    return {"stem": stem, "status": "done", "records": _records(losses, miou), "cfg": {}}
+
+
+def test_criterion_at_epoch_10():
+    base = [2.0 - 0.1 * i for i in range(12)]  # epoch 10: 1.1
+    runs = [_run("cpe", base, [0.1 * i / 12 for i in range(12)]),
+            _run("good", [x * 1.05 for x in base]),
+            _run("meh", [x * 1.15 for x in base]),
+            _run("bad", [x * 1.5 for x in base]),
+            _run("fast", [x * 0.9 for x in base])]
+    rows, meta = ablate.summarize(runs, "cpe")
+    assert meta == {"baseline": "cpe", "epoch": 10, "baseline_loss": pytest.approx(1.1), "fallback": False}
+    by = {r["config"]: r for r in rows}
+    assert by["cpe"]["loss_ratio"] == pytest.approx(1.0) and by["cpe"]["epochs_to_baseline_loss"] == 10
+    assert by["good"]["verdict"] == "acceptable" and by["meh"]["verdict"] == "borderline"
+    assert by["bad"]["verdict"] == "needs adjustment" and by["bad"]["epochs_to_baseline_loss"] == "not reached"
+    assert by["fast"]["epochs_to_baseline_loss"] == 9  # 0.9 * (2.0 - 0.8) = 1.08 <= 1.1
+    assert by["cpe"]["best_val_miou"] == pytest.approx(11 / 120) and by["cpe"]["best_epoch"] == 12
+
+
+def test_criterion_falls_back_to_last_common_epoch_and_missing_baseline():
+    rows, meta = ablate.summarize([_run("cpe", [2.0, 1.5, 1.2]), _run("x", [2.0, 1.4])], "cpe")
+    assert meta["epoch"] == 2 and meta["fallback"] and meta["baseline_loss"] == 1.5
+    assert rows[1]["loss_ratio"] == pytest.approx(1.4 / 1.5) and rows[1]["epochs_to_baseline_loss"] == 2
+    rows, meta = ablate.summarize([_run("a", [1.0]), _run("b", [2.0])], "cpe")
+    assert meta["baseline"] is None and all(r["loss_ratio"] is None for r in rows)
+
+
+def test_expand_configs(tmp_path):
+    for name in ("_base.yaml", "b.yaml", "a.yaml"):
+        (tmp_path / name).write_text("seed: 0\n")
+    got = ablate.expand_configs([str(tmp_path / "*.yaml"), str(tmp_path / "a.yaml")])
+    assert [p.name for p in got] == ["a.yaml", "b.yaml"]  # bases skipped, duplicates dropped
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "a.yaml").write_text("seed: 0\n")
+    with pytest.raises(ValueError, match="share a file name"):
+        ablate.expand_configs([str(tmp_path / "a.yaml"), str(tmp_path / "sub" / "a.yaml")])
+    with pytest.raises(FileNotFoundError):
+        ablate.expand_configs([str(tmp_path / "nothing*.yaml")])
+
+
+def test_ablation_configs_load():
+    configs = ablate.expand_configs([str(ROOT / "configs" / "ablation" / "*.yaml")])
+    stems = {p.stem for p in configs}
+    assert {"cpe", "cpe_relpos_naive", "cpe_relpos_fixed", "cpe_relpos_quantile", "cpe_relpos_warmup", "relpos_abs",
+            "sinusoidal", "spherical", "gru"} == stems
+    cfgs = {p.stem: load_config(p) for p in configs}
+    assert len({(c["seed"], c["train"]["epochs"], c["train"]["batch_size"], c["train"]["lr"]) for c in cfgs.values()}) == 1
+    assert not ablate.budget_notes([{"stem": s, "cfg": c} for s, c in cfgs.items()])
+    m = {s: c["model"] for s, c in cfgs.items()}
+    assert m["cpe"]["position"] == "cpe" and m["gru"]["position"] == "gru" and m["sinusoidal"]["position"] == "sinusoidal"
+    assert m["cpe_relpos_naive"]["relpos"]["preset"] == "naive" and m["cpe_relpos_fixed"]["relpos"]["preset"] == "fixed"
+    assert m["cpe_relpos_fixed"]["relpos"]["normalization"] == "fixed"
+    assert m["cpe_relpos_quantile"]["relpos"]["normalization"] == "quantile"
+    assert cfgs["cpe_relpos_warmup"]["warmup"]["epochs"] > 0 and cfgs["cpe_relpos_quantile"]["warmup"]["epochs"] == 0
+    assert m["relpos_abs"]["position"] == "relpos+abs" and m["spherical"]["relpos"]["direction"] == "angles"
+    # one switch at a time along the ladder
+    assert m["cpe_relpos_quantile"] == {**m["cpe_relpos_fixed"], "relpos": {**m["cpe_relpos_fixed"]["relpos"], "normalization": "quantile"}}
+    assert m["cpe_relpos_warmup"] == m["cpe_relpos_quantile"]
+
+
+def test_ablate_two_tiny_configs(tmp_path_factory):
+    """Runs two configs (one interrupted beforehand, so it resumes), then skips both on a rerun."""
+    from pointmamba.engine.hooks import Hook
+    from pointmamba.engine.trainer import Trainer
+
+    root = write_synthetic(tmp_path_factory.mktemp("synth"))
+    tmp = tmp_path_factory.mktemp("ablate")
+    (tmp / "cpe.yaml").write_text("model:\n  position: cpe\n")
+    (tmp / "relpos.yaml").write_text("model:\n  position: cpe+relpos\n  relpos:\n    preset: fixed\n")
+    out = tmp / "out"
+    overrides = TINY_MODEL + [f"data.root={root}", "data.train_names=[SYN00000, SYN00001]",
+                              "data.val_names=[SYN00002_upper]", "data.grid_size=0.6", "data.max_points=1200",
+                              f"data.cache_dir={root / '.cache'}", "train.epochs=2", "train.batch_size=2",
+                              "train.max_steps_per_epoch=1", "train.progress=false"]
+
+    class Interrupt(Hook):
+        def after_epoch(self, trainer: Trainer) -> None:
+            raise KeyboardInterrupt
+
+    trainer = Trainer(load_config(tmp / "relpos.yaml", overrides + [f"work_dir={out / 'relpos'}"]), hooks=[Interrupt()])
+    with pytest.raises(KeyboardInterrupt):
+        trainer.train()
+    trainer.close()
+    assert len((out / "relpos" / "metrics.jsonl").read_text().splitlines()) == 1
+
+    cmd = [sys.executable, str(ROOT / "tools" / "ablate.py"), str(tmp / "cpe.yaml"), str(tmp / "relpos.yaml"),
+           "--out", str(out), "--set", *overrides]
+    res = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    assert "relpos: resuming after epoch 1 of 2" in res.stdout and "cpe: training 2 epochs" in res.stdout
+    md = (out / "results.md").read_text()
+    assert "| `cpe` (baseline) | done | 2 |" in md and "| `relpos` | done | 2 |" in md
+    assert "fewer than 10 epochs were run: last common epoch 2" in md
+    rows = list(csv.DictReader((out / "results.csv").open()))
+    assert [r["config"] for r in rows] == ["cpe", "relpos"]
+    assert float(rows[0]["loss_ratio"]) == 1.0 and float(rows[1]["loss_ratio"]) > 0
+    assert all(r["final_val_miou"] != "" for r in rows)
+    assert len(list(csv.DictReader((out / "epochs.csv").open()))) == 4
+    assert (out / "curves.png").stat().st_size > 10_000
+    for stem in ("cpe", "relpos"):
+        assert [ln for ln in (out / stem / "metrics.jsonl").read_text().splitlines() if ln.strip()].__len__() == 2
+
+    again = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert again.stdout.count("finished (2 epochs), skipped") == 2
+    assert (out / "results.md").read_text() == md
+
+    changed = subprocess.run(cmd + ["train.epochs=3"], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert changed.returncode == 2 and "different settings (train.epochs)" in changed.stderr

@@ -1,0 +1,68 @@
+"""Config loading: inheritance, overrides, and clear errors for keys and types that do not fit."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pointmamba.config import ConfigError, load_config, parse_override
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+def test_defaults_and_override_types(tmp_path: Path) -> None:
+    cfg = load_config(None, ["train.epochs=3", "train.lr=1e-3", "data.train_names=[A_upper, B_lower]"])
+    assert cfg["train"]["epochs"] == 3 and cfg["train"]["lr"] == pytest.approx(1e-3)
+    assert cfg["data"]["train_names"] == ["A_upper", "B_lower"]
+    assert cfg["work_dir"] == str(Path("work_dirs") / "default")
+
+
+def test_inheritance_and_precedence(tmp_path: Path) -> None:
+    write(tmp_path / "base.yaml", "train:\n  epochs: 7\n  lr: 0.01\n")
+    child = write(tmp_path / "child.yaml", "_base_: base.yaml\ntrain:\n  lr: 0.5\n")
+    cfg = load_config(child, ["train.lr=0.25"])
+    assert cfg["train"]["epochs"] == 7  # from the base
+    assert cfg["train"]["lr"] == 0.25  # the override beats the file, which beats the base
+    assert cfg["work_dir"] == str(Path("work_dirs") / "child")
+
+
+def test_unknown_key_lists_valid_keys(tmp_path: Path) -> None:
+    bad = write(tmp_path / "bad.yaml", "train:\n  epoch: 3\n")
+    with pytest.raises(ConfigError, match=r"unknown config key 'train.epoch'.*valid keys under train:.*epochs"):
+        load_config(bad)
+    with pytest.raises(ConfigError, match=r"unknown config key 'modle'"):
+        load_config(None, ["modle.channels=3"])
+
+
+def test_wrong_type_is_named(tmp_path: Path) -> None:
+    bad = write(tmp_path / "bad.yaml", "train:\n  epochs: three\n")
+    with pytest.raises(ConfigError, match=r"'train.epochs' must be of type int.*got str 'three'"):
+        load_config(bad)
+    with pytest.raises(ConfigError, match=r"'data.align' must be of type bool"):
+        load_config(None, ["data.align=5"])
+    with pytest.raises(ConfigError, match=r"'train' must be a mapping"):
+        load_config(None, ["train=5"])
+
+
+def test_malformed_yaml_and_missing_file(tmp_path: Path) -> None:
+    bad = write(tmp_path / "broken.yaml", "train: [unclosed\n")
+    with pytest.raises(ConfigError, match=r"broken.yaml: malformed YAML"):
+        load_config(bad)
+    with pytest.raises(ConfigError, match=r"config file not found: .*nope.yaml"):
+        load_config(tmp_path / "nope.yaml")
+    loop = write(tmp_path / "loop.yaml", "_base_: loop.yaml\n")
+    with pytest.raises(ConfigError, match="circular"):
+        load_config(loop)
+    with pytest.raises(ConfigError, match="key.subkey=value"):
+        parse_override("train.epochs")
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "configs").rglob("*.yaml")), ids=lambda p: str(p.relative_to(ROOT)))
+def test_shipped_configs_load(path: Path) -> None:
+    cfg = load_config(path)
+    assert cfg["model"] and cfg["data"]["root"]

@@ -1,0 +1,118 @@
+"""Our submanifold conv against a dense ``F.conv3d`` float64 reference (values and gradients)."""
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from pointmamba.ops.sparse_conv import SubMConv3d, build_neighbour_map, neighbour_map, sparse_conv
+from pointmamba.structure import PointBatch
+
+
+def _random_sites(gen: torch.Generator, sizes: list[int], extent: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Unique voxels per sample (several samples whose grids overlap, so crossing would show)."""
+    coords, batch = [], []
+    for b, n in enumerate(sizes):
+        flat = torch.randperm(extent**3, generator=gen)[:n]
+        coords.append(torch.stack([flat // extent**2, (flat // extent) % extent, flat % extent], 1))
+        batch.append(torch.full((n,), b))
+    return torch.cat(coords), torch.cat(batch)
+
+
+def _dense_reference(feat: torch.Tensor, grid: torch.Tensor, batch: torch.Tensor, weight: torch.Tensor,
+                     bias: torch.Tensor, extent: int) -> torch.Tensor:
+    num, cin = int(batch.max()) + 1, feat.shape[1]
+    dense = feat.new_zeros(num, extent, extent, extent, cin)
+    dense = dense.index_put((batch, grid[:, 0], grid[:, 1], grid[:, 2]), feat)
+    w = weight.permute(0, 4, 1, 2, 3)  # (Cout, kx, ky, kz, Cin) -> conv3d's (Cout, Cin, kx, ky, kz)
+    out = F.conv3d(dense.permute(0, 4, 1, 2, 3), w, bias, padding=weight.shape[1] // 2)
+    return out.permute(0, 2, 3, 4, 1)[batch, grid[:, 0], grid[:, 1], grid[:, 2]]
+
+
+@pytest.mark.parametrize("k", [3, 5])
+def test_matches_dense_conv3d_forward_and_grads(k: int) -> None:
+    gen = torch.Generator().manual_seed(k)
+    extent, sizes, cin, cout = 7, [60, 25, 90], 3, 4
+    grid, batch = _random_sites(gen, sizes, extent)
+    perm = torch.randperm(len(grid), generator=gen)  # rows need not be sorted within a sample
+    order = torch.argsort(batch[perm], stable=True)
+    grid, batch = grid[perm][order], batch[perm][order]
+    point = PointBatch(grid.double(), batch=batch, grid_coord=grid)
+    feat = torch.randn(len(grid), cin, generator=gen, dtype=torch.float64, requires_grad=True)
+    weight = torch.randn(cout, k, k, k, cin, generator=gen, dtype=torch.float64, requires_grad=True)
+    bias = torch.randn(cout, generator=gen, dtype=torch.float64, requires_grad=True)
+    out = sparse_conv(feat, point, weight, bias)
+    ref = _dense_reference(feat, grid, batch, weight, bias, extent)
+    torch.testing.assert_close(out, ref, rtol=1e-10, atol=1e-10)
+    g = torch.randn(out.shape, generator=gen, dtype=torch.float64)
+    grads = torch.autograd.grad(out, (feat, weight, bias), g)
+    grads_ref = torch.autograd.grad(ref, (feat, weight, bias), g)
+    for a, b in zip(grads, grads_ref):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-10)
+
+
+def test_gradcheck_small() -> None:
+    gen = torch.Generator().manual_seed(0)
+    grid, batch = _random_sites(gen, [12, 9], 4)
+    point = PointBatch(grid.double(), batch=batch, grid_coord=grid)
+    feat = torch.randn(len(grid), 2, generator=gen, dtype=torch.float64, requires_grad=True)
+    weight = torch.randn(3, 3, 3, 3, 2, generator=gen, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda f, w: sparse_conv(f, point, w), (feat, weight))
+
+
+def test_samples_never_mix() -> None:
+    """Two samples on the very same voxels: each output depends on its own sample only."""
+    gen = torch.Generator().manual_seed(1)
+    grid, _ = _random_sites(gen, [40], 5)
+    both = torch.cat([grid, grid])
+    batch = torch.cat([torch.zeros(40), torch.ones(40)]).long()
+    feat = torch.cat([torch.randn(40, 2, generator=gen, dtype=torch.float64), torch.zeros(40, 2, dtype=torch.float64)])
+    weight = torch.randn(2, 3, 3, 3, 2, generator=gen, dtype=torch.float64)
+    out = sparse_conv(feat, PointBatch(both.double(), batch=batch, grid_coord=both), weight)
+    assert torch.equal(out[40:], torch.zeros(40, 2, dtype=torch.float64))
+    alone = sparse_conv(feat[:40], PointBatch(grid.double(), grid_coord=grid), weight)
+    torch.testing.assert_close(out[:40], alone)
+
+
+def test_duplicate_voxels_act_as_one_site() -> None:
+    gen = torch.Generator().manual_seed(2)
+    grid, _ = _random_sites(gen, [30], 5)
+    dup = torch.cat([grid, grid[:10]])
+    feat = torch.randn(40, 3, generator=gen, dtype=torch.float64)
+    weight = torch.randn(2, 3, 3, 3, 3, generator=gen, dtype=torch.float64)
+    out = sparse_conv(feat, PointBatch(dup.double(), grid_coord=dup), weight)
+    site_feat = feat[:30].clone()
+    site_feat[:10] = (feat[:10] + feat[30:]) / 2
+    ref = sparse_conv(site_feat, PointBatch(grid.double(), grid_coord=grid), weight)
+    torch.testing.assert_close(out, torch.cat([ref, ref[:10]]))
+
+
+def test_neighbour_map_cached_per_kernel_size() -> None:
+    grid = torch.tensor([[0, 0, 0], [0, 0, 1], [2, 2, 2]])
+    point = PointBatch(grid.float(), grid_coord=grid)
+    conv = SubMConv3d(3, 4, 3)
+    conv(point.feat, point)
+    first = neighbour_map(point, 3)
+    conv(point.feat, point)
+    assert neighbour_map(point, 3) is first
+    assert neighbour_map(point, 5) is not first
+    # (0,0,0) and (0,0,1) see each other; (2,2,2) is beyond a 3-kernel and within a 5-kernel
+    assert first.num_pairs == 3 + 2
+    assert build_neighbour_map(grid, point.batch, 5).num_pairs == 3 + 6
+
+
+def test_layout_is_spconv_krsc() -> None:
+    conv = SubMConv3d(6, 32, 5, bias=False)
+    assert tuple(conv.weight.shape) == (32, 5, 5, 5, 6)
+    assert set(conv.state_dict()) == {"weight"}
+
+
+def test_bad_input_errors() -> None:
+    grid = torch.tensor([[0, 0, 0], [1, 0, 0]])
+    point = PointBatch(grid.float(), grid_coord=grid)
+    with pytest.raises(ValueError, match="Cin"):
+        sparse_conv(torch.zeros(2, 5), point, torch.zeros(4, 3, 3, 3, 3))
+    with pytest.raises(ValueError, match="odd"):
+        SubMConv3d(3, 3, 4)
+    with pytest.raises(ValueError, match="grid_coord"):
+        sparse_conv(torch.zeros(2, 3), PointBatch(grid.float()), torch.zeros(4, 3, 3, 3, 3))

@@ -1,0 +1,29 @@
+"""Shared command-line plumbing for the tools: config arguments and friendly error exits."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
+
+USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, FileNotFoundError)
+
+
+def add_config_args(parser: argparse.ArgumentParser, required: bool = True) -> None:
+    parser.add_argument("--config", required=required, help="YAML config (see configs/)")
+    parser.add_argument("--set", dest="overrides", nargs="+", action="extend", default=[], metavar="KEY=VALUE",
+                        help="override config keys, e.g. --set train.epochs=5 model.relpos.preset=naive")
+
+
+def run_main(main: Callable[[], Any]) -> None:
+    """Run ``main``; user errors (bad config, missing files, corrupt checkpoint) exit 2 with one clear line."""
+    try:
+        main()
+    except USER_ERRORS as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        sys.exit(130)

@@ -1,0 +1,330 @@
+#!/usr/bin/env python3
+"""Run ablation configs with the same seed and budget and compare their training curves.
+
+    tools/ablate.py CONFIG [CONFIG ... | 'configs/ablation/*.yaml'] --out DIR [--set key=value ...] [--baseline STEM]
+
+Each config trains in its own subprocess (``tools/train.py --config C --work-dir DIR/<stem> --set ...``);
+``--set`` overrides apply to every run (e.g. ``train.epochs=2``). Resumable: a run whose metrics.jsonl
+holds every epoch is skipped, an interrupted one continues with ``--resume``. Writes ``DIR/results.md``
+and ``DIR/results.csv`` (one row per config), ``DIR/epochs.csv`` (one row per config and epoch) and
+``DIR/curves.png`` (train loss and val mIoU per epoch).
+
+Criterion (design notes): train loss at epoch 10 relative to the baseline (the config named ``cpe``, or
+``--baseline``): <= 1.1 acceptable, > 1.2 needs adjustment; and the epochs a config needs to reach the
+baseline's epoch-10 loss. With fewer than 10 epochs the last epoch all runs share is used instead.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import glob
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from _common import run_main
+
+TRAIN = Path(__file__).resolve().parent / "train.py"
+CRITERION_EPOCH = 10
+ACCEPT, ADJUST = 1.1, 1.2
+BUDGET_KEYS = ("seed", "train.epochs", "train.batch_size", "train.max_steps_per_epoch", "train.lr", "train.schedule")
+
+
+def expand_configs(items: list[str]) -> list[Path]:
+    """Config paths from explicit files and globs, in the given order, duplicates dropped."""
+    out: list[Path] = []
+    for item in items:
+        matches = sorted(glob.glob(item)) if any(ch in item for ch in "*?[") else [item]
+        if not matches:
+            raise FileNotFoundError(f"no config matches {item!r}")
+        for m in matches:
+            p = Path(m)
+            if p.name.startswith("_"):
+                continue  # shared bases (configs/ablation/_base.yaml) are not runs of their own
+            if not p.is_file():
+                raise FileNotFoundError(f"config file not found: {p}")
+            if p.resolve() not in [q.resolve() for q in out]:
+                out.append(p)
+    if not out:
+        raise ValueError("no configs to run (files starting with '_' are bases and are skipped)")
+    stems = [p.stem for p in out]
+    dup = sorted({s for s in stems if stems.count(s) > 1})
+    if dup:
+        raise ValueError(f"configs share a file name (their run directories would clash): {', '.join(dup)}")
+    return out
+
+
+def read_metrics(path: Path) -> list[dict[str, Any]]:
+    """Epoch records of a metrics.jsonl (last record per epoch wins), sorted by epoch; [] if absent."""
+    if not path.is_file():
+        return []
+    by_epoch: dict[int, dict[str, Any]] = {}
+    lines = path.read_text().splitlines()
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            if n == len(lines):
+                continue  # a line cut short by a crash
+            raise ValueError(f"{path}: line {n} is not JSON") from None
+        by_epoch[int(rec["epoch"])] = rec
+    return [by_epoch[e] for e in sorted(by_epoch)]
+
+
+def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(_flatten(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def _config_diff(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+    fa, fb = _flatten(a), _flatten(b)
+    return sorted(k for k in set(fa) | set(fb) if k != "work_dir" and not k.startswith("_") and fa.get(k) != fb.get(k))
+
+
+def run_config(config: Path, out: Path, overrides: list[str], python: str) -> dict[str, Any]:
+    """Train one config unless finished; returns {stem, dir, epochs, status, records}."""
+    import yaml
+
+    from pointmamba.config import load_config
+
+    stem = config.stem
+    work = out / stem
+    cfg = load_config(config, overrides + [f"work_dir={work}"])
+    epochs = cfg["train"]["epochs"]
+    info: dict[str, Any] = {"stem": stem, "dir": work, "epochs": epochs, "cfg": cfg}
+    records = read_metrics(work / "metrics.jsonl")
+    saved = work / "config.yaml"
+    if saved.is_file() and (records or (work / "last.pth").is_file()):
+        diff = _config_diff(yaml.safe_load(saved.read_text()) or {}, cfg)
+        if diff:
+            raise ValueError(
+                f"{work} holds a run of {config} with different settings ({', '.join(diff[:6])}"
+                f"{', ...' if len(diff) > 6 else ''}); delete that directory or use another --out"
+            )
+    if len(records) >= epochs and records[-1]["epoch"] >= epochs:
+        print(f"[ablate] {stem}: finished ({epochs} epochs), skipped", flush=True)
+        info.update(status="done", records=records)
+        return info
+    cmd = [python, str(TRAIN), "--config", str(config), "--work-dir", str(work)]
+    if overrides:
+        cmd += ["--set", *overrides]
+    if (work / "last.pth").is_file():
+        cmd.append("--resume")
+        print(f"[ablate] {stem}: resuming after epoch {records[-1]['epoch'] if records else '?'} of {epochs}", flush=True)
+    else:
+        if (work / "metrics.jsonl").is_file():
+            (work / "metrics.jsonl").unlink()  # lines of a run that died before its first checkpoint
+        print(f"[ablate] {stem}: training {epochs} epochs -> {work}", flush=True)
+    print("[ablate] $ " + " ".join(cmd), flush=True)
+    env = dict(os.environ)
+    root = str(Path(__file__).resolve().parents[1])
+    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    rc = subprocess.run(cmd, env=env).returncode
+    records = read_metrics(work / "metrics.jsonl")
+    if rc != 0:
+        print(f"[ablate] {stem}: FAILED (exit code {rc}); see {work / 'train.log'}", file=sys.stderr, flush=True)
+        info.update(status=f"failed (exit {rc})", records=records)
+    elif not records or records[-1]["epoch"] < epochs:
+        info.update(status="incomplete", records=records)
+    else:
+        info.update(status="done", records=records)
+    return info
+
+
+# ---------------------------------------------------------------------------------------------- analysis
+def _loss_at(records: list[dict[str, Any]], epoch: int) -> float | None:
+    for r in records:
+        if r["epoch"] == epoch:
+            return float(r["train_loss"])
+    return None
+
+
+def _fmt(x: Any, spec: str = ".4f") -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "–"
+    return format(x, spec) if isinstance(x, float) else str(x)
+
+
+def summarize(runs: list[dict[str, Any]], baseline: str | None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """One row per run with the criterion columns; plus what the criterion compared (epoch, baseline)."""
+    base = next((r for r in runs if r["stem"] == baseline), None) if baseline else None
+    done = [r for r in runs if r["records"]]
+    last_common = min((r["records"][-1]["epoch"] for r in done), default=0)
+    crit_epoch = CRITERION_EPOCH if last_common >= CRITERION_EPOCH else last_common
+    base_loss = _loss_at(base["records"], crit_epoch) if base and base["records"] else None
+    meta = {"baseline": baseline if base else None, "epoch": crit_epoch, "baseline_loss": base_loss,
+            "fallback": crit_epoch != CRITERION_EPOCH}
+    rows = []
+    for r in runs:
+        recs = r["records"]
+        miou = [(x["epoch"], x["val_miou"]) for x in recs if x.get("val_miou") is not None]
+        best = max(miou, key=lambda t: t[1]) if miou else (None, None)
+        loss = _loss_at(recs, crit_epoch) if crit_epoch else None
+        ratio = loss / base_loss if loss is not None and base_loss else None
+        if ratio is None:
+            verdict = "–"
+        elif ratio <= ACCEPT:
+            verdict = "acceptable"
+        elif ratio <= ADJUST:
+            verdict = "borderline"
+        else:
+            verdict = "needs adjustment"
+        reach = None
+        if base_loss is not None:
+            reach = next((x["epoch"] for x in recs if float(x["train_loss"]) <= base_loss), None)
+        rows.append({
+            "config": r["stem"],
+            "status": r["status"],
+            "epochs_run": recs[-1]["epoch"] if recs else 0,
+            "final_train_loss": float(recs[-1]["train_loss"]) if recs else None,
+            "loss_at_epoch": loss,
+            "loss_ratio": ratio,
+            "verdict": verdict,
+            "epochs_to_baseline_loss": reach if reach is not None else (None if base_loss is None else "not reached"),
+            "final_val_miou": miou[-1][1] if miou else None,
+            "best_val_miou": best[1],
+            "best_epoch": best[0],
+            "train_time_s": sum(float(x.get("epoch_s", 0.0)) for x in recs),
+        })
+    return rows, meta
+
+
+def write_tables(rows: list[dict[str, Any]], meta: dict[str, Any], runs: list[dict[str, Any]], out: Path,
+                 notes: list[str]) -> None:
+    e = meta["epoch"]
+    with open(out / "results.csv", "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        for row in rows:
+            w.writerow({k: ("" if v is None else v) for k, v in row.items()})
+    with open(out / "epochs.csv", "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["config", "epoch", "train_loss", "val_miou"])
+        for r in runs:
+            for x in r["records"]:
+                w.writerow([r["stem"], x["epoch"], x["train_loss"], x.get("val_miou", "")])
+
+    base = meta["baseline"]
+    lines = ["# Ablation results", ""]
+    if base is None:
+        lines.append("No baseline run (config stem `cpe` or `--baseline`): loss ratios are not computed.")
+    else:
+        crit = f"epoch {e}" + (f" (**fewer than {CRITERION_EPOCH} epochs were run: last common epoch {e} used "
+                               f"instead of epoch {CRITERION_EPOCH}**)" if meta["fallback"] else "")
+        lines.append(f"Baseline `{base}`; train loss at {crit}: {_fmt(meta['baseline_loss'])}. Criterion: loss ratio "
+                     f"≤ {ACCEPT} acceptable, > {ADJUST} needs adjustment; last column: first epoch whose train "
+                     f"loss reaches the baseline's epoch-{e} loss.")
+    lines += [""] + [f"- {n}" for n in notes] + ([""] if notes else [])
+    head = ["config", "status", "epochs", "final loss", f"loss @ ep {e}", f"ratio vs {base or '–'}", "verdict",
+            "final val mIoU", "best val mIoU (epoch)", "time (s)", f"epochs to baseline ep-{e} loss"]
+    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for row in rows:
+        best = (f"{_fmt(row['best_val_miou'])} ({row['best_epoch']})" if row["best_val_miou"] is not None else "–")
+        cells = [f"`{row['config']}`" + (" (baseline)" if row["config"] == base else ""), row["status"],
+                 str(row["epochs_run"]), _fmt(row["final_train_loss"]), _fmt(row["loss_at_epoch"]),
+                 _fmt(row["loss_ratio"], ".3f"), row["verdict"], _fmt(row["final_val_miou"]), best,
+                 _fmt(row["train_time_s"], ".0f"), _fmt(row["epochs_to_baseline_loss"])]
+        lines.append("| " + " | ".join(cells) + " |")
+    epochs = sorted({x["epoch"] for r in runs for x in r["records"]})
+    if epochs:
+        lines += ["", "## Train loss per epoch", "", "| config | " + " | ".join(str(x) for x in epochs) + " |",
+                  "|---|" + "---|" * len(epochs)]
+        for r in runs:
+            by = {x["epoch"]: x["train_loss"] for x in r["records"]}
+            lines.append(f"| `{r['stem']}` | " + " | ".join(_fmt(by.get(x)) for x in epochs) + " |")
+    (out / "results.md").write_text("\n".join(lines) + "\n")
+
+
+def plot_curves(runs: list[dict[str, Any]], meta: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax_loss, ax_miou) = plt.subplots(1, 2, figsize=(12, 4.5))
+    for r in runs:
+        recs = r["records"]
+        if not recs:
+            continue
+        style = {"linewidth": 2.5, "color": "black"} if r["stem"] == meta["baseline"] else {}
+        ax_loss.plot([x["epoch"] for x in recs], [x["train_loss"] for x in recs], marker=".", label=r["stem"], **style)
+        val = [(x["epoch"], x["val_miou"]) for x in recs if x.get("val_miou") is not None]
+        if val:
+            ax_miou.plot(*zip(*val), marker=".", label=r["stem"], **style)
+    if meta["baseline_loss"] is not None:
+        ax_loss.axhline(meta["baseline_loss"], color="grey", linestyle=":", label=f"{meta['baseline']} @ ep {meta['epoch']}")
+    ax_loss.set(xlabel="epoch", ylabel="train loss", title="train loss")
+    ax_miou.set(xlabel="epoch", ylabel="val mIoU", title="val mIoU")
+    for ax in (ax_loss, ax_miou):
+        ax.grid(alpha=0.3)
+        if ax.lines:
+            ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def budget_notes(runs: list[dict[str, Any]]) -> list[str]:
+    """Warnings where runs differ in seed or training budget (the comparison assumes they do not)."""
+    notes = []
+    for key in BUDGET_KEYS:
+        values = {r["stem"]: _flatten(r["cfg"]).get(key) for r in runs}
+        if len({json.dumps(v) for v in values.values()}) > 1:
+            notes.append(f"**runs differ in `{key}`**: " + ", ".join(f"{s}={v}" for s, v in values.items()))
+    return notes
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("configs", nargs="+", help="config files or globs (files named _*.yaml are skipped)")
+    parser.add_argument("--out", required=True, help="output directory (one run directory per config stem)")
+    parser.add_argument("--set", dest="overrides", nargs="+", action="extend", default=[], metavar="KEY=VALUE",
+                        help="overrides applied to every run, e.g. --set train.epochs=2")
+    parser.add_argument("--baseline", default=None, help="stem of the baseline config (default: cpe)")
+    parser.add_argument("--no-train", action="store_true", help="only collect finished/partial runs and write the tables")
+    args = parser.parse_args()
+
+    from pointmamba.config import load_config
+
+    configs = expand_configs(args.configs)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    for c in configs:  # fail on a bad config before hours of training
+        load_config(c, args.overrides)
+    runs = []
+    for c in configs:
+        if args.no_train:
+            cfg = load_config(c, args.overrides)
+            recs = read_metrics(out / c.stem / "metrics.jsonl")
+            status = "done" if recs and recs[-1]["epoch"] >= cfg["train"]["epochs"] else ("incomplete" if recs else "not run")
+            runs.append({"stem": c.stem, "dir": out / c.stem, "epochs": cfg["train"]["epochs"], "cfg": cfg,
+                         "status": status, "records": recs})
+        else:
+            runs.append(run_config(c, out, args.overrides, sys.executable))
+    baseline = args.baseline or "cpe"
+    if args.baseline and args.baseline not in [r["stem"] for r in runs]:
+        raise ValueError(f"--baseline {args.baseline!r} is not among the configs: {', '.join(r['stem'] for r in runs)}")
+    rows, meta = summarize(runs, baseline)
+    notes = budget_notes(runs)
+    write_tables(rows, meta, runs, out, notes)
+    plot_curves(runs, meta, out / "curves.png")
+    print((out / "results.md").read_text())
+    print(f"[ablate] wrote {out / 'results.md'}, {out / 'results.csv'}, {out / 'epochs.csv'}, {out / 'curves.png'}")
+    failed = [r["stem"] for r in runs if r["status"].startswith("failed")]
+    if failed:
+        raise SystemExit(f"error: {len(failed)} run(s) failed: {', '.join(failed)}")
+
+
+if __name__ == "__main__":
+    run_main(main)

@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""Evaluate a checkpoint on a split: accuracy, per-class IoU, mIoU, Dice and the 3DTeethSeg'22 metrics.
+
+    tools/test.py --config FILE --checkpoint CKPT [--split test] [--out DIR] [--set key=value ...]
+
+Metrics are computed on every original vertex (predictions reach them through the grid-sampling map).
+Writes DIR/metrics.json (overall, per class, per scan), DIR/per_scan.csv, DIR/per_class.csv and
+DIR/confusion.png (default DIR: <checkpoint dir>/test_<split>).
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+from pathlib import Path
+
+from _common import add_config_args, run_main
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_config_args(parser)
+    parser.add_argument("--checkpoint", required=True)
+    parser.add_argument("--split", default="test", choices=("train", "val", "test"))
+    parser.add_argument("--out", help="output directory")
+    args = parser.parse_args()
+
+    import numpy as np
+    import torch
+    from tqdm import tqdm
+
+    from pointmamba import build_model
+    from pointmamba.config import load_config
+    from pointmamba.data import CLASS_NAMES, class_to_fdi, collate
+    from pointmamba.engine.checkpoint import CheckpointError, load_checkpoint
+    from pointmamba.engine.confusion_plot import plot_confusion
+    from pointmamba.engine.datasets import build_dataset
+    from pointmamba.engine.evaluate import autocast
+    from pointmamba.engine.metrics import ConfusionMatrix
+    from pointmamba.engine.teeth_metrics import aggregate_teeth_metrics, teeth_metrics
+    from pointmamba.engine.trainer import resolve_device
+
+    cfg = load_config(args.config, args.overrides)
+    device = resolve_device(cfg["train"]["device"])
+    state = load_checkpoint(args.checkpoint)
+    model = build_model(cfg)
+    try:
+        model.load_state_dict(state["model"])
+    except RuntimeError as exc:
+        raise CheckpointError(f"{args.checkpoint}: weights do not fit the model of {args.config}: {exc}") from None
+    model = model.to(device).eval()
+    num_classes = cfg["data"]["num_classes"]
+    dataset = build_dataset(cfg, args.split, train=False)
+    out = Path(args.out) if args.out else Path(args.checkpoint).parent / f"test_{args.split}"
+    out.mkdir(parents=True, exist_ok=True)
+
+    cm = ConfusionMatrix(num_classes)
+    rows = []
+    with torch.no_grad():
+        for i in tqdm(range(len(dataset)), desc=f"test {args.split}"):
+            item = dataset[i]
+            batch = collate([item]).to(device)
+            with autocast(device, bool(cfg["train"]["amp"])):
+                logits = model(batch)
+            pred = logits.float().argmax(1)[batch.extra["inverse"]].cpu().numpy()
+            target = item["vertex_segment"]
+            scan_cm = ConfusionMatrix(num_classes).update(pred, target)
+            cm.merge(scan_cm)
+            row = {"name": item["name"], "jaw": item["jaw"], "vertices": int(item["num_vertices"]),
+                   "accuracy": scan_cm.accuracy(), "miou": scan_cm.miou()}
+            raw = dataset.preprocessed(i)
+            if "labels" in raw:
+                gt_fdi = raw["labels"].astype(np.int64)
+                pred_fdi = class_to_fdi(pred, item["jaw"], num_classes)
+                tm = teeth_metrics(raw["vertices"].astype(np.float64), gt_fdi, pred_fdi)
+                row.update({k: tm[k] for k in ("TSA", "TLA", "TIR", "score")})
+                row["_teeth"] = tm
+            rows.append(row)
+
+    names = CLASS_NAMES[num_classes]
+    overall = {"accuracy": cm.accuracy(), "miou": cm.miou(), "mdice": cm.mean_dice(), "num_scans": len(rows)}
+    teeth_rows = [r.pop("_teeth") for r in rows if "_teeth" in r]
+    if teeth_rows:
+        overall.update({k: v for k, v in aggregate_teeth_metrics(teeth_rows).items() if k != "num_jaws"})
+    per_class = [{"class": c, "name": names[c], "iou": float(cm.iou()[c]), "dice": float(cm.dice()[c])}
+                 for c in range(num_classes)]
+    (out / "metrics.json").write_text(json.dumps(
+        {"checkpoint": str(args.checkpoint), "split": args.split, "overall": overall, "per_class": per_class,
+         "per_scan": rows}, indent=2, default=float))
+    for name, table in (("per_scan.csv", rows), ("per_class.csv", per_class)):
+        with open(out / name, "w", newline="") as fh:
+            writer = csv.DictWriter(fh, fieldnames=list(table[0]))
+            writer.writeheader()
+            writer.writerows(table)
+    plot_confusion(cm, list(names), out / "confusion.png", title=f"{Path(args.checkpoint).name} on {args.split}")
+    print(" ".join(f"{k}={v:.4f}" if isinstance(v, float) else f"{k}={v}" for k, v in overall.items()))
+    print(f"written: {out / 'metrics.json'}, per_scan.csv, per_class.csv, confusion.png")
+
+
+if __name__ == "__main__":
+    run_main(main)

@@ -1,0 +1,38 @@
+#!/usr/bin/env python3
+"""Train a segmentation network.
+
+    tools/train.py --config FILE [--set key=value ...] [--work-dir DIR] [--resume]
+
+Multi-GPU / multi-node: ``torchrun --nproc_per_node=N tools/train.py --config FILE`` (DDP; gloo on CPU).
+"""
+from __future__ import annotations
+
+import argparse
+
+from _common import add_config_args, run_main
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_config_args(parser)
+    parser.add_argument("--work-dir", help="output directory (default: config work_dir or work_dirs/<config>)")
+    parser.add_argument("--resume", action="store_true", help="continue from <work-dir>/last.pth")
+    args = parser.parse_args()
+
+    from pointmamba.config import load_config
+    from pointmamba.engine.trainer import TrainingDiverged, Trainer
+
+    overrides = list(args.overrides) + ([f"work_dir={args.work_dir}"] if args.work_dir else [])
+    cfg = load_config(args.config, overrides)
+    trainer = Trainer(cfg, resume=args.resume)
+    try:
+        trainer.train()
+    except TrainingDiverged as exc:
+        raise SystemExit(f"error: {exc}") from None
+    finally:
+        trainer.close()
+    trainer.log(f"done: checkpoints in {trainer.work_dir} (last.pth, best.pth), TensorBoard: {trainer.work_dir / 'tb'}")
+
+
+if __name__ == "__main__":
+    run_main(main)

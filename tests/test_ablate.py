@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from pointmamba.config import load_config
 
@@ -15,6 +16,14 @@ from support.tiny import TINY_MODEL, write_synthetic
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 import ablate  # noqa: E402
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)  # the in-process Trainer: see test_warmup._one_thread
+    yield
+    torch.set_num_threads(previous)
 
 
 def _records(losses, miou=None):
@@ -94,8 +103,8 @@ def test_ablate_two_tiny_configs(tmp_path_factory):
     (tmp / "relpos.yaml").write_text("model:\n  position: cpe+relpos\n  relpos:\n    preset: fixed\n")
     out = tmp / "out"
     overrides = TINY_MODEL + [f"data.root={root}", "data.train_names=[SYN00000, SYN00001]",
-                              "data.val_names=[SYN00002_upper]", "data.grid_size=0.6", "data.max_points=1200",
-                              f"data.cache_dir={root / '.cache'}", "train.epochs=2", "train.batch_size=2",
+                              "data.val_names=[SYN00002_upper]", "data.grid_size=0.8", "data.max_points=600",
+                              f"data.cache_dir={root / '.cache'}", "train.epochs=2", "train.batch_size=1",
                               "train.max_steps_per_epoch=1", "train.progress=false"]
 
     class Interrupt(Hook):
@@ -132,3 +141,11 @@ def test_ablate_two_tiny_configs(tmp_path_factory):
 
     changed = subprocess.run(cmd + ["train.epochs=3"], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert changed.returncode == 2 and "different settings (train.epochs)" in changed.stderr
+
+
+def test_failed_run_does_not_move_the_criterion_epoch():
+    base = [2.0 - 0.1 * i for i in range(10)]
+    failed = {**_run("broken", base[:2]), "status": "failed (exit 1)"}
+    rows, meta = ablate.summarize([_run("cpe", base), _run("x", base), failed], "cpe")
+    assert meta["epoch"] == 10 and not meta["fallback"]
+    assert rows[2]["loss_at_epoch"] is None and rows[2]["verdict"] == "–"

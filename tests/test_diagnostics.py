@@ -17,6 +17,16 @@ TINY = {"in_channels": 3, "enc_channels": [8, 16], "enc_depths": [1, 1], "dec_ch
         "d_state": 4, "drop_path": 0.0}
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    """One intra-op thread here: on 2 shared, loaded cores two OpenMP threads make a tiny training step
+    10-100x slower (spin-waiting under oversubscription); the behaviour tested does not depend on it."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
+
+
 def _events(logdir: Path):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 

@@ -114,11 +114,15 @@ def _all_reduce_worker(rank: int, world: int, init_file: str, results: str) -> N
         dist.destroy_process_group()
 
 
-def test_confusion_matrix_all_reduce_sums_over_two_gloo_ranks(tmp_path):
+def test_confusion_matrix_all_reduce_without_process_group_is_a_no_op():
     assert not dist.is_initialized()
     local = ConfusionMatrix(3).update(torch.tensor(PRED[:4]), torch.tensor(TARGET[:4]))
     before = local.matrix.clone()
-    assert torch.equal(local.all_reduce().matrix, before)  # no process group: no-op
+    assert torch.equal(local.all_reduce().matrix, before)
+
+
+@pytest.mark.slow  # spawns two interpreters that each import torch: 5-10 s on the 2-core machines
+def test_confusion_matrix_all_reduce_sums_over_two_gloo_ranks(tmp_path):
     mp.spawn(_all_reduce_worker, args=(2, str(tmp_path / "init"), str(tmp_path)), nprocs=2, join=True)
     for rank in range(2):
         assert torch.load(tmp_path / f"rank{rank}.pt").tolist() == HAND_MATRIX

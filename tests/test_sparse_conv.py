@@ -116,3 +116,14 @@ def test_bad_input_errors() -> None:
         SubMConv3d(3, 3, 4)
     with pytest.raises(ValueError, match="grid_coord"):
         sparse_conv(torch.zeros(2, 3), PointBatch(grid.float()), torch.zeros(4, 3, 3, 3, 3))
+
+
+def test_binary_search_and_dense_table_agree(monkeypatch: pytest.MonkeyPatch) -> None:
+    import pointmamba.ops.sparse_conv as sc_module
+
+    gen = torch.Generator().manual_seed(3)
+    grid, batch = _random_sites(gen, [80, 50], 6)
+    dense = build_neighbour_map(grid, batch, 5)
+    monkeypatch.setattr(sc_module, "_DENSE_TABLE_MAX", 0)
+    searched = build_neighbour_map(grid, batch, 5)
+    assert torch.equal(dense.table, searched.table)

@@ -13,6 +13,16 @@ TINY = {"in_channels": 3, "enc_channels": [8, 16], "enc_depths": [1, 1], "dec_ch
         "d_state": 4, "drop_path": 0.0}
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    """One intra-op thread here: on 2 shared, loaded cores two OpenMP threads make a tiny training step
+    10-100x slower (spin-waiting under oversubscription); the behaviour tested does not depend on it."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
+
+
 def _batch() -> PointBatch:
     g = torch.Generator().manual_seed(1)
     return PointBatch.from_list([torch.rand(300, 3, generator=g) * 15, torch.rand(200, 3, generator=g) * 15],
@@ -160,3 +170,19 @@ def test_trainer_switches_logs_and_resumes(synth, tmp_path):
         a, b = full.net.state_dict(), resumed.net.state_dict()
         for key in a:  # the resumed run followed the same switch schedule: bit-identical weights
             assert torch.equal(a[key], b[key]), f"{key} differs after resuming at epoch {cut_after}"
+
+
+def test_restore_relpos_state_from_checkpoint() -> None:
+    """Evaluation tools put RelPos in the state the checkpoint was trained in (off during warm-up)."""
+    from pointmamba import build_model
+    from pointmamba.engine.warmup import restore_relpos_state
+
+    model = build_model({"enc_channels": [8, 8], "enc_depths": [1, 1], "dec_channels": [8], "dec_depths": [1]})
+    modules = [m for _, m in model.relpos_modules()]
+    assert modules and all(m.enabled for m in modules)
+    assert restore_relpos_state(model, {"hooks": {"warmup": {"factor": 0.0}}}) == 0.0
+    assert not any(m.enabled for m in modules)
+    assert restore_relpos_state(model, {"hooks": {"warmup": {"factor": 0.5}}}) == 0.5
+    assert all(m.enabled and m.ramp == 0.5 for m in modules)
+    assert restore_relpos_state(model, {}) == 1.0  # a checkpoint without warm-up state: fully on
+    assert all(m.enabled and m.ramp == 1.0 for m in modules)

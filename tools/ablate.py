@@ -159,7 +159,8 @@ def _fmt(x: Any, spec: str = ".4f") -> str:
 def summarize(runs: list[dict[str, Any]], baseline: str | None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """One row per run with the criterion columns; plus what the criterion compared (epoch, baseline)."""
     base = next((r for r in runs if r["stem"] == baseline), None) if baseline else None
-    done = [r for r in runs if r["records"]]
+    # the last epoch every finished run reached (a failed run cut short does not drag it down)
+    done = [r for r in runs if r["records"] and r["status"] == "done"] or [r for r in runs if r["records"]]
     last_common = min((r["records"][-1]["epoch"] for r in done), default=0)
     crit_epoch = CRITERION_EPOCH if last_common >= CRITERION_EPOCH else last_common
     base_loss = _loss_at(base["records"], crit_epoch) if base and base["records"] else None
@@ -217,7 +218,9 @@ def write_tables(rows: list[dict[str, Any]], meta: dict[str, Any], runs: list[di
 
     base = meta["baseline"]
     lines = ["# Ablation results", ""]
-    if base is None:
+    if e == 0:
+        lines.append("No run has finished an epoch yet: nothing to compare.")
+    elif base is None:
         lines.append("No baseline run (config stem `cpe` or `--baseline`): loss ratios are not computed.")
     else:
         crit = f"epoch {e}" + (f" (**fewer than {CRITERION_EPOCH} epochs were run: last common epoch {e} used "
@@ -234,7 +237,7 @@ def write_tables(rows: list[dict[str, Any]], meta: dict[str, Any], runs: list[di
         cells = [f"`{row['config']}`" + (" (baseline)" if row["config"] == base else ""), row["status"],
                  str(row["epochs_run"]), _fmt(row["final_train_loss"]), _fmt(row["loss_at_epoch"]),
                  _fmt(row["loss_ratio"], ".3f"), row["verdict"], _fmt(row["final_val_miou"]), best,
-                 _fmt(row["train_time_s"], ".0f"), _fmt(row["epochs_to_baseline_loss"])]
+                 _fmt(row["train_time_s"] if row["epochs_run"] else None, ".0f"), _fmt(row["epochs_to_baseline_loss"])]
         lines.append("| " + " | ".join(cells) + " |")
     epochs = sorted({x["epoch"] for r in runs for x in r["records"]})
     if epochs:

@@ -39,6 +39,7 @@ def main() -> None:
     from pointmamba.engine.metrics import ConfusionMatrix
     from pointmamba.engine.teeth_metrics import aggregate_teeth_metrics, teeth_metrics
     from pointmamba.engine.trainer import resolve_device
+    from pointmamba.engine.warmup import restore_relpos_state
 
     cfg = load_config(args.config, args.overrides)
     device = resolve_device(cfg["train"]["device"])
@@ -48,6 +49,7 @@ def main() -> None:
         model.load_state_dict(state["model"])
     except RuntimeError as exc:
         raise CheckpointError(f"{args.checkpoint}: weights do not fit the model of {args.config}: {exc}") from None
+    restore_relpos_state(model, state)
     model = model.to(device).eval()
     num_classes = cfg["data"]["num_classes"]
     dataset = build_dataset(cfg, args.split, train=False)

@@ -63,6 +63,7 @@ def build_dataset(cfg: dict[str, Any], split: str, train: bool) -> Any:
         align=d["align"],
         cache_dir=d["cache_dir"],
         seed=cfg["seed"],
+        mode="train" if train else "test",  # train: a random point per voxel; test: deterministic
     )
 
 

@@ -12,6 +12,7 @@ from torch import nn
 from ..config import ConfigError, merge
 from .checkpoint import CheckpointError, load_checkpoint
 from .evaluate import autocast
+from .warmup import restore_relpos_state
 
 
 @dataclass
@@ -40,6 +41,7 @@ def load_trained(checkpoint: str | Path, device: torch.device, overrides: dict[s
         model.load_state_dict(state["model"])
     except RuntimeError as exc:
         raise CheckpointError(f"{checkpoint}: weights do not fit the stored model config: {exc}") from None
+    restore_relpos_state(model, state)
     return model.to(device).eval(), cfg
 
 

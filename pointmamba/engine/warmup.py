@@ -19,6 +19,17 @@ def relpos_factor(epoch: int, warmup_epochs: int, ramp_epochs: int) -> float:
     return min(1.0, (epoch - warmup_epochs + 1) / ramp_epochs)
 
 
+def restore_relpos_state(model: Any, checkpoint: dict[str, Any]) -> float:
+    """Put RelPos in the on/off/ramp state the checkpoint was trained in (``enabled``/``ramp`` are plain
+    attributes, not weights): a ``best.pth`` written during warm-up must be evaluated with RelPos off."""
+    factor = checkpoint.get("hooks", {}).get("warmup", {}).get("factor")
+    factor = 1.0 if factor is None else float(factor)
+    for _, module in model.relpos_modules():
+        module.enabled = factor > 0.0
+        module.ramp = factor
+    return factor
+
+
 class WarmupSwitch(Hook):
     """Sets ``enabled``/``ramp`` of every RelPos module at the start of each epoch.
 
@@ -44,7 +55,7 @@ class WarmupSwitch(Hook):
 
     def before_epoch(self, trainer: "Trainer") -> None:
         factor = self.apply(trainer.net, trainer.epoch)
-        if factor != self.factor:
+        if factor != self.factor and trainer.net.relpos_modules():
             trainer.log(f"warm-up switch: epoch {trainer.epoch}: RelPos {'on' if factor > 0 else 'off'}"
                         + (f", contribution x{factor:.2f}" if 0 < factor < 1 else ""))
         self.factor = factor

@@ -9,7 +9,6 @@ from __future__ import annotations
 import math
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from pointmamba.ops.causal_conv1d import causal_conv1d
@@ -75,15 +74,21 @@ class Mamba(nn.Module):
         if hidden_states.dim() != 3 or hidden_states.shape[-1] != self.d_model:
             raise ValueError(f"Mamba: expected (batch, L, d_model={self.d_model}), got {tuple(hidden_states.shape)}")
         batch, seqlen, _ = hidden_states.shape
-        xz = self.in_proj(hidden_states).transpose(1, 2)  # (batch, 2 * d_inner, L)
+        # Layouts as in mamba-ssm (time is the unit-stride axis of every (batch, dim, L) tensor), so the
+        # CUDA kernels see exactly what they see under mamba-ssm.
+        flat = hidden_states.reshape(batch * seqlen, self.d_model)
+        xz = (self.in_proj.weight @ flat.t()).view(2 * self.d_inner, batch, seqlen).transpose(0, 1)  # (b, 2di, L)
+        if self.in_proj.bias is not None:
+            xz = xz + self.in_proj.bias.to(dtype=xz.dtype).unsqueeze(-1)
         A = -torch.exp(self.A_log.float())  # (d_inner, d_state)
         x, z = xz.chunk(2, dim=1)
         x = causal_conv1d(x, self.conv1d.weight.squeeze(1), self.conv1d.bias, activation=self.activation)
-        x_dbl = self.x_proj(x.transpose(1, 2))  # (batch, L, dt_rank + 2 * d_state)
+        x_dbl = self.x_proj(x.transpose(1, 2).reshape(batch * seqlen, self.d_inner))  # (b * L, dt_rank + 2 n)
         dt, B, C = torch.split(x_dbl, [self.dt_rank, self.d_state, self.d_state], dim=-1)
-        dt = F.linear(dt, self.dt_proj.weight).transpose(1, 2)  # bias goes in as delta_bias, as mamba-ssm does
-        B = B.transpose(1, 2).contiguous()  # (batch, d_state, L)
-        C = C.transpose(1, 2).contiguous()
+        # dt_proj's bias goes in as delta_bias (softplus inside the scan), as in mamba-ssm
+        dt = (self.dt_proj.weight @ dt.t()).view(self.d_inner, batch, seqlen).transpose(0, 1)
+        B = B.reshape(batch, seqlen, self.d_state).transpose(1, 2).contiguous()  # (batch, d_state, L)
+        C = C.reshape(batch, seqlen, self.d_state).transpose(1, 2).contiguous()
         y = selective_scan(x, dt, A, B, C, self.D.float(), z=z, delta_bias=self.dt_proj.bias.float(),
                            delta_softplus=True)
         out = self.out_proj(y.transpose(1, 2))

@@ -1,2 +1,4 @@
 """Backend-dispatching ops: each picks the CUDA library or our CPU implementation behind one function."""
-from .sparse_conv import SubMConv3d, sparse_conv  # noqa: F401 - torch only, cheap to import
+from .sparse_conv import SubMConv3d  # noqa: F401 - (not the function: it would shadow the submodule)
+from .causal_conv1d import causal_conv1d, conv_backend  # noqa: F401 - torch only; CUDA libs load lazily
+from .selective_scan import scan_backend, selective_scan  # noqa: F401 - numba loads on the first CPU scan

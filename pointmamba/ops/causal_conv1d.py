@@ -56,5 +56,13 @@ def causal_conv1d(x: Tensor, weight: Tensor, bias: Tensor | None = None, activat
     dim, width = weight.shape
     if x.shape[-1] == 0:  # conv1d refuses an input shorter than its kernel; keep the graph connected
         return x * weight[:, :1]
-    out = F.conv1d(F.pad(x, (width - 1, 0)), weight.unsqueeze(1), bias, groups=dim)
+    # Shifted multiply-adds instead of a grouped F.conv1d: torch's CPU backward of depthwise conv1d took
+    # 0.35 s at (1, 128, 16k), a third of a training step; these elementwise terms cost a fraction of that.
+    length = x.shape[-1]
+    padded = F.pad(x, (width - 1, 0))
+    out = padded[..., :length] * weight[:, :1]
+    for k in range(1, width):
+        out = out + padded[..., k:k + length] * weight[:, k:k + 1]
+    if bias is not None:
+        out = out + bias.unsqueeze(-1)
     return F.silu(out) if activation is not None else out

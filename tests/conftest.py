@@ -27,3 +27,13 @@ def teeth3ds_labels_dir() -> Path:
     if not TEETH3DS_LABELS.is_dir():
         pytest.skip(f"Teeth3DS label files not found at {TEETH3DS_LABELS}")
     return TEETH3DS_LABELS
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """One intra-op thread for a module: on 2 shared, loaded cores two OpenMP threads made a tiny training
+    step 10-100x slower (spin-waiting under oversubscription); the behaviour tested does not depend on it."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)

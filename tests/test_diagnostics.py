@@ -13,18 +13,11 @@ from pointmamba import build_model
 from pointmamba.engine.diagnostics import DiagnosticsHook, grad_ratios, param_group
 from pointmamba.structure import PointBatch
 
-TINY = {"in_channels": 3, "enc_channels": [8, 16], "enc_depths": [1, 1], "dec_channels": [8], "dec_depths": [1],
-        "d_state": 4, "drop_path": 0.0}
+from support.tiny import TINY_MODEL_SECTION as TINY
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """One intra-op thread here: on 2 shared, loaded cores two OpenMP threads make a tiny training step
-    10-100x slower (spin-waiting under oversubscription); the behaviour tested does not depend on it."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _events(logdir: Path):

@@ -15,6 +15,7 @@ from pointmamba.engine.trainer import Trainer
 from support.tiny import tiny_overrides, write_synthetic
 
 ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

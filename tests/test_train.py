@@ -17,6 +17,7 @@ from pointmamba.engine.trainer import Trainer, TrainingDiverged
 from support.tiny import tiny_overrides, write_synthetic
 
 ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +68,7 @@ def test_loss_decreases_and_resume_is_bit_exact(synth: Path, tmp_path: Path) -> 
 
 
 def test_loss_goes_down_over_steps(synth: Path, tmp_path: Path) -> None:
-    cfg = load_config(None, tiny_overrides(synth, tmp_path / "w", epochs=8) + ["train.val_interval=0", "data.augment=false",
+    cfg = load_config(None, tiny_overrides(synth, tmp_path / "w", epochs=6) + ["train.val_interval=0", "data.augment=false",
                                                                                "train.schedule=constant"])
     losses: list[float] = []
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import Any, Callable
@@ -22,7 +23,10 @@ def run_main(main: Callable[[], Any]) -> None:
     try:
         main()
     except USER_ERRORS as exc:
+        if os.environ.get("POINTMAMBA_DEBUG"):
+            raise
         print(f"error: {exc}", file=sys.stderr)
+        print("(set POINTMAMBA_DEBUG=1 for the full traceback)", file=sys.stderr)
         sys.exit(2)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

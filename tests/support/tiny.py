@@ -3,6 +3,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+TINY_MODEL_SECTION = {"in_channels": 3, "enc_channels": [8, 16], "enc_depths": [1, 1], "dec_channels": [8],
+                      "dec_depths": [1], "d_state": 4, "drop_path": 0.0}
+"""A tiny model section for tests that build the network directly on 3-channel (coordinate) features."""
+
 TINY_MODEL = [
     "model.enc_channels=[16,16]",
     "model.enc_depths=[1,1]",

@@ -51,6 +51,8 @@ import numpy as np
 from scipy.optimize import linear_sum_assignment
 from scipy.spatial.distance import cdist
 
+from ..data.teeth3ds import instances_from_labels as _instances_from_fdi
+
 OFFICIAL_UNMATCHED_PENALTY = 5.0
 OFFICIAL_TIR_THRESHOLD = 0.5
 
@@ -66,11 +68,9 @@ def _to_numpy(x: Any, name: str, dtype: type) -> np.ndarray:
 
 
 def instances_from_labels(labels: Any) -> np.ndarray:
-    """One instance per distinct non-zero label: ids 1..K in ascending label order, 0 for gingiva."""
-    lab = _to_numpy(labels, "labels", np.int64).reshape(-1)
-    uniq, inv = np.unique(lab, return_inverse=True)
-    ids = np.cumsum(uniq != 0) * (uniq != 0)  # 0 stays 0, non-zero labels get 1..K
-    return ids[inv.reshape(-1)].astype(np.int64)
+    """One instance per distinct tooth label: ids 1..K in ascending label order, 0 for gingiva (the data
+    pipeline's rule, :func:`pointmamba.data.instances_from_labels`, on numpy or torch input)."""
+    return _instances_from_fdi(_to_numpy(labels, "labels", np.int64).reshape(-1))
 
 
 def _tooth_size(points: np.ndarray, centroid: np.ndarray) -> np.ndarray:

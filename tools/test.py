@@ -29,28 +29,19 @@ def main() -> None:
     import torch
     from tqdm import tqdm
 
-    from pointmamba import build_model
     from pointmamba.config import load_config
     from pointmamba.data import CLASS_NAMES, class_to_fdi, collate
-    from pointmamba.engine.checkpoint import CheckpointError, load_checkpoint
     from pointmamba.engine.confusion_plot import plot_confusion
     from pointmamba.engine.datasets import build_dataset
     from pointmamba.engine.evaluate import autocast
+    from pointmamba.engine.inference import load_trained
     from pointmamba.engine.metrics import ConfusionMatrix
     from pointmamba.engine.teeth_metrics import aggregate_teeth_metrics, teeth_metrics
     from pointmamba.engine.trainer import resolve_device
-    from pointmamba.engine.warmup import restore_relpos_state
 
     cfg = load_config(args.config, args.overrides)
     device = resolve_device(cfg["train"]["device"])
-    state = load_checkpoint(args.checkpoint)
-    model = build_model(cfg)
-    try:
-        model.load_state_dict(state["model"])
-    except RuntimeError as exc:
-        raise CheckpointError(f"{args.checkpoint}: weights do not fit the model of {args.config}: {exc}") from None
-    restore_relpos_state(model, state)
-    model = model.to(device).eval()
+    model, cfg = load_trained(args.checkpoint, device, config=cfg)
     num_classes = cfg["data"]["num_classes"]
     dataset = build_dataset(cfg, args.split, train=False)
     out = Path(args.out) if args.out else Path(args.checkpoint).parent / f"test_{args.split}"

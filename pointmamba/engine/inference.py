@@ -9,7 +9,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..config import ConfigError, merge
+from ..config import ConfigError
 from .checkpoint import CheckpointError, load_checkpoint
 from .evaluate import autocast
 from .warmup import restore_relpos_state
@@ -25,24 +25,30 @@ class Prediction:
     aligned: np.ndarray
 
 
-def load_trained(checkpoint: str | Path, device: torch.device, overrides: dict[str, Any] | None = None) -> tuple[nn.Module, dict[str, Any]]:
-    """The network and resolved config stored in a checkpoint (written by the trainer), in eval mode."""
+def load_trained(checkpoint: str | Path, device: torch.device,
+                 config: dict[str, Any] | None = None) -> tuple[nn.Module, dict[str, Any]]:
+    """The trained network in eval mode, with RelPos in its trained warm-up state, and its config.
+
+    ``config`` None builds the model from the config stored in the checkpoint; a resolved config (e.g.
+    the one ``tools/test.py --config`` names) is used instead when given.
+    """
     from .. import build_model
 
     state = load_checkpoint(checkpoint, map_location="cpu")
-    if "config" not in state:
-        raise CheckpointError(f"{checkpoint}: no config stored in the checkpoint")
-    cfg = merge(state["config"], overrides or {})
+    if config is None:
+        if "config" not in state:
+            raise CheckpointError(f"{checkpoint}: no config stored in the checkpoint")
+        config = state["config"]
     try:
-        model = build_model(cfg)
+        model = build_model(config)
     except ValueError as exc:
-        raise ConfigError(f"{checkpoint}: stored config does not build a model: {exc}") from None
+        raise ConfigError(f"{checkpoint}: config does not build a model: {exc}") from None
     try:
         model.load_state_dict(state["model"])
     except RuntimeError as exc:
-        raise CheckpointError(f"{checkpoint}: weights do not fit the stored model config: {exc}") from None
+        raise CheckpointError(f"{checkpoint}: weights do not fit the model config: {exc}") from None
     restore_relpos_state(model, state)
-    return model.to(device).eval(), cfg
+    return model.to(device).eval(), config
 
 
 @torch.no_grad()

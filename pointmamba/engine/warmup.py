@@ -19,15 +19,19 @@ def relpos_factor(epoch: int, warmup_epochs: int, ramp_epochs: int) -> float:
     return min(1.0, (epoch - warmup_epochs + 1) / ramp_epochs)
 
 
-def restore_relpos_state(model: Any, checkpoint: dict[str, Any]) -> float:
-    """Put RelPos in the on/off/ramp state the checkpoint was trained in (``enabled``/``ramp`` are plain
-    attributes, not weights): a ``best.pth`` written during warm-up must be evaluated with RelPos off."""
-    factor = checkpoint.get("hooks", {}).get("warmup", {}).get("factor")
-    factor = 1.0 if factor is None else float(factor)
+def set_relpos_factor(model: Any, factor: float) -> float:
+    """Switch every RelPos module of ``model`` off (factor 0) or on with its contribution times ``factor``."""
     for _, module in model.relpos_modules():
         module.enabled = factor > 0.0
         module.ramp = factor
     return factor
+
+
+def restore_relpos_state(model: Any, checkpoint: dict[str, Any]) -> float:
+    """Put RelPos in the on/off/ramp state the checkpoint was trained in (``enabled``/``ramp`` are plain
+    attributes, not weights): a ``best.pth`` written during warm-up must be evaluated with RelPos off."""
+    factor = checkpoint.get("hooks", {}).get("warmup", {}).get("factor")
+    return set_relpos_factor(model, 1.0 if factor is None else float(factor))
 
 
 class WarmupSwitch(Hook):
@@ -47,11 +51,7 @@ class WarmupSwitch(Hook):
         self.factor: float | None = None
 
     def apply(self, model: Any, epoch: int) -> float:
-        factor = relpos_factor(epoch, self.warmup_epochs, self.ramp_epochs)
-        for _, module in model.relpos_modules():
-            module.enabled = factor > 0.0
-            module.ramp = factor
-        return factor
+        return set_relpos_factor(model, relpos_factor(epoch, self.warmup_epochs, self.ramp_epochs))
 
     def before_epoch(self, trainer: "Trainer") -> None:
         factor = self.apply(trainer.net, trainer.epoch)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from pointmamba.ops.causal_conv1d import causal_conv1d
@@ -74,21 +75,19 @@ class Mamba(nn.Module):
         if hidden_states.dim() != 3 or hidden_states.shape[-1] != self.d_model:
             raise ValueError(f"Mamba: expected (batch, L, d_model={self.d_model}), got {tuple(hidden_states.shape)}")
         batch, seqlen, _ = hidden_states.shape
-        # Layouts as in mamba-ssm (time is the unit-stride axis of every (batch, dim, L) tensor), so the
-        # CUDA kernels see exactly what they see under mamba-ssm.
-        flat = hidden_states.reshape(batch * seqlen, self.d_model)
-        xz = (self.in_proj.weight @ flat.t()).view(2 * self.d_inner, batch, seqlen).transpose(0, 1)  # (b, 2di, L)
-        if self.in_proj.bias is not None:
-            xz = xz + self.in_proj.bias.to(dtype=xz.dtype).unsqueeze(-1)
+        # Every (batch, dim, L) tensor below is a transposed view of time-major (batch, L, dim) memory:
+        # the projections then need no copies, and the CPU scan kernel is time-major. mamba-ssm and
+        # causal-conv1d take these strides as they are (channel-last conv) or make them contiguous.
+        xz = self.in_proj(hidden_states)  # (b, L, 2 di)
         A = -torch.exp(self.A_log.float())  # (d_inner, d_state)
-        x, z = xz.chunk(2, dim=1)
+        x, z = xz.transpose(1, 2).chunk(2, dim=1)
         x = causal_conv1d(x, self.conv1d.weight.squeeze(1), self.conv1d.bias, activation=self.activation)
         x_dbl = self.x_proj(x.transpose(1, 2).reshape(batch * seqlen, self.d_inner))  # (b * L, dt_rank + 2 n)
         dt, B, C = torch.split(x_dbl, [self.dt_rank, self.d_state, self.d_state], dim=-1)
         # dt_proj's bias goes in as delta_bias (softplus inside the scan), as in mamba-ssm
-        dt = (self.dt_proj.weight @ dt.t()).view(self.d_inner, batch, seqlen).transpose(0, 1)
-        B = B.reshape(batch, seqlen, self.d_state).transpose(1, 2).contiguous()  # (batch, d_state, L)
-        C = C.reshape(batch, seqlen, self.d_state).transpose(1, 2).contiguous()
+        dt = F.linear(dt, self.dt_proj.weight).view(batch, seqlen, self.d_inner).transpose(1, 2)
+        B = B.view(batch, seqlen, self.d_state).transpose(1, 2)  # (batch, d_state, L)
+        C = C.view(batch, seqlen, self.d_state).transpose(1, 2)
         y = selective_scan(x, dt, A, B, C, self.D.float(), z=z, delta_bias=self.dt_proj.bias.float(),
                            delta_softplus=True)
         out = self.out_proj(y.transpose(1, 2))

@@ -58,11 +58,14 @@ def causal_conv1d(x: Tensor, weight: Tensor, bias: Tensor | None = None, activat
         return x * weight[:, :1]
     # Shifted multiply-adds instead of a grouped F.conv1d: torch's CPU backward of depthwise conv1d took
     # 0.35 s at (1, 128, 16k), a third of a training step; these elementwise terms cost a fraction of that.
+    # Computed channel-last: the result is a (batch, dim, L) view of time-major memory, which is what the
+    # Mamba block's projections and the CPU scan kernel read without copies.
     length = x.shape[-1]
-    padded = F.pad(x, (width - 1, 0))
-    out = padded[..., :length] * weight[:, :1]
+    padded = F.pad(x.transpose(1, 2), (0, 0, width - 1, 0))  # (batch, W - 1 + L, dim)
+    out = padded[:, :length] * weight[:, 0]
     for k in range(1, width):
-        out = out + padded[..., k:k + length] * weight[:, k:k + 1]
+        out = out + padded[:, k:k + length] * weight[:, k]
     if bias is not None:
-        out = out + bias.unsqueeze(-1)
+        out = out + bias
+    out = out.transpose(1, 2)
     return F.silu(out) if activation is not None else out

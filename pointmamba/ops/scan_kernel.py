@@ -6,28 +6,30 @@ The core recurrence, per batch element b and channel d, with state h_t of size N
     h_t = a_t * h_{t-1} + delta_t * u_t * B_t
     y_t = <C_t, h_t>
 
-B and C are input-dependent and shared by the channels of a group: (batch, groups, L, N) here (time-major
-so that the inner loop over N reads contiguous memory). Everything around the core (delta_bias, softplus,
-the D skip, the silu(z) gate, dtype casts) is plain torch in ``selective_scan.py``.
+Layout is time-major: u, delta, y (batch, L, dim), so one time step of a block of channels is contiguous
+and every inner loop runs over channels. B and C are (batch, groups, L, N). Everything around the core
+(delta_bias, softplus, the D skip, the silu(z) gate, dtype casts) is plain torch in ``selective_scan.py``.
 
-Design (measured on 2 Zen3 cores shared with other jobs, B=1, D=256, N=16; see ``bench/scan.py``):
-- forward: one parallel task per (b, d); only the running state (N floats) is kept, nothing is stored
-  for backward. The decays of 64 time steps are computed in one flat, vectorized exp sweep (below).
-- backward: per task, each channel first recomputes its forward states h_t and decays a_t into
-  (L+1)*N and L*N buffers local to the task (O(L*N) memory per thread, never O(L*D*N)), then runs the
-  adjoint recursion backwards in time. Storing a_t costs 4*L*N bytes but saves one exp per element
-  (with libm exp: 0.19 s instead of 0.32 s backward at L=16384). dB and dC are sums over channels: each
-  task accumulates into its own slice of a (chunks, B, G, L, N) buffer summed afterwards (no races);
-  dA is a sum over the batch, written per (b, d) and summed likewise. Per element, single thread:
-  forward 2.7-3.1 ns (4.1 ns with libm exp), backward 6.1-6.9 ns (6.9-8.9 ns with libm exp).
+Design (2 Zen3 cores, see ``bench/scan.py``):
+- a task is (b, block of channels of one B/C group); the state h[n, channel] stays in a task-local array.
+  Channels are independent recurrences, so the loops over a block vectorize (8 float32 lanes) with no
+  reductions. The earlier design (a task per channel, inner loop over the N states) was latency-bound
+  on the time recurrence: 3.1 ns per element and thread; this one 1.2-1.4 ns, most of it the exp.
+- the forward keeps, besides y and the last state, the state at the start of every chunk of _CHUNK time
+  steps (N/_CHUNK of u's memory). The backward, chunk by chunk backwards in time, recomputes the chunk's
+  decays and states from its checkpoint into task-local buffers (O(_CHUNK * N * block) memory), then runs
+  the adjoint recursion over it. Never O(L * dim * N).
+- dB and dC are sums over channels: each task writes its block's sums into its own slice of a
+  (blocks, B, G, L, N) buffer that torch sums afterwards (no races). The sum over a block's channels is
+  reassociated (vectorized), so dB and dC depend in the last bits on the block split, which depends on
+  the thread count; for a fixed thread count reruns are bit-identical. Everything else is independent of
+  the split. dA (a sum over the batch) is written per (b, channel) and summed likewise.
 - numerically safe for any delta >= 0 and A <= 0: decays only multiply (never divide), so exp
   underflowing to 0 simply forgets the state; no step can create inf or NaN from finite inputs.
-- fastmath is off: IEEE semantics (inf/NaN behave) and bit-identical reruns. Tried: fastmath
-  reassoc/contract made no measurable difference once exp was vectorized, nor did 4-way unrolled sums.
+- fastmath is off (except that one lane sum): IEEE semantics (inf/NaN behave) and bit-identical reruns.
 - tiny problems run on one thread: waking the pool costs more than it saves (see ``_GRAIN``).
 - float32 and float64 arrays each compile one signature per kernel (float64 only when asked, e.g. by
-  gradcheck); ``cache=True`` stores the machine code in ``pointmamba/ops/__pycache__`` (first compile of
-  both float32 kernels ~9 s on a loaded 2-core machine, the same again for float64; a cached load <1 s).
+  gradcheck); ``cache=True`` stores the machine code in ``pointmamba/ops/__pycache__``.
 """
 from __future__ import annotations
 
@@ -110,107 +112,181 @@ def exp_array(buf):  # noqa: ANN001, ANN201 - numba
     return buf
 
 
-_CHUNK = 64  # forward: time steps whose decays are computed in one vectorized sweep
+_CHUNK = 32  # time steps between forward checkpoints = the backward's recompute window
+
+
+def _exp(x):  # noqa: ANN001, ANN202 - typed by the overload below
+    raise NotImplementedError("numba only")
+
+
+@overload(_exp, inline="always")
+def _exp_impl(x):  # noqa: ANN001, ANN202
+    """exp of one scalar: the vectorizable float32 exp, libm for float64."""
+    if x == types.float32:
+        return lambda x: _expf(x)  # noqa: ANN001, ANN202
+    return lambda x: math.exp(x)  # noqa: ANN001, ANN202
+
+
+@njit(fastmath={"reassoc"}, cache=True)
+def _block_sum(x, w):  # noqa: ANN001, ANN202 - numba
+    """x[0] + ... + x[w-1], reassociated so that it vectorizes (w >= 1)."""
+    s = x[0]
+    for k in range(1, w):
+        s += x[k]
+    return s
+
+
+@njit(inline="always")
+def _block(task, nblk, ng, dpg):  # noqa: ANN001, ANN202 - numba
+    """(b, g, block index, first channel, last channel + 1) of a task; blocks never straddle a B/C group."""
+    b = task // (ng * nblk)
+    g = (task // nblk) % ng
+    j = task % nblk
+    return b, g, j, g * dpg + j * dpg // nblk, g * dpg + (j + 1) * dpg // nblk
 
 
 @njit(parallel=True, fastmath=False, cache=True)
-def _scan_fwd_kernel(u, delta, A, Bt, Ct, y, last, zero):  # pragma: no cover - numba
-    """y[b, d, t] = <C_t, h_t>; last[b, d] = h_{L-1}. ``zero`` is a 0 of the compute dtype."""
-    nb, nd, nl = u.shape
+def _scan_fwd_kernel(u, delta, A, Bt, Ct, y, last, cps, nblk, zero):  # pragma: no cover - numba
+    """y[b, t, d] = <C_t, h_t>; last[b, d] = h_{L-1}; cps[b, c, n, d] = h_{c * _CHUNK - 1} (0 for c = 0).
+
+    ``zero`` is a 0 of the compute dtype.
+    """
+    nb, nl, nd = u.shape
     ng = Bt.shape[1]
     ns = A.shape[1]
     dpg = nd // ng
-    for task in prange(nb * nd):
-        b = task // nd
-        d = task % nd
-        g = d // dpg
-        h = np.empty(ns, u.dtype)
-        ea = np.empty(_CHUNK * ns, u.dtype)  # decays of one chunk of time steps, flat
+    for task in prange(nb * ng * nblk):
+        b, g, j, lo, hi = _block(task, nblk, ng, dpg)
+        w = hi - lo
+        h = np.empty(ns * w, u.dtype)  # h[n * w + k]: state n of channel lo + k
+        at = np.empty(ns * w, u.dtype)
+        dtu = np.empty(w, u.dtype)
         for n in range(ns):
-            h[n] = zero
-        for t0 in range(0, nl, _CHUNK):
-            t1 = min(nl, t0 + _CHUNK)
-            for t in range(t0, t1):
-                dt = delta[b, d, t]
+            for k in range(w):
+                h[n * w + k] = zero
+                at[n * w + k] = A[lo + k, n]
+        for t in range(nl):
+            if t % _CHUNK == 0:
+                c = t // _CHUNK
                 for n in range(ns):
-                    ea[(t - t0) * ns + n] = dt * A[d, n]
-            _exp_inplace(ea, (t1 - t0) * ns)
-            for t in range(t0, t1):
-                dtu = delta[b, d, t] * u[b, d, t]
-                acc = zero
-                for n in range(ns):
-                    hn = ea[(t - t0) * ns + n] * h[n] + dtu * Bt[b, g, t, n]
-                    h[n] = hn
-                    acc += hn * Ct[b, g, t, n]
-                y[b, d, t] = acc
+                    cps[b, c, n, lo:hi] = h[n * w:(n + 1) * w]
+            dr = delta[b, t, lo:hi]
+            ur = u[b, t, lo:hi]
+            yr = y[b, t, lo:hi]
+            for k in range(w):
+                dtu[k] = dr[k] * ur[k]
+                yr[k] = zero
+            for n in range(ns):
+                bn = Bt[b, g, t, n]
+                cn = Ct[b, g, t, n]
+                hn = h[n * w:(n + 1) * w]
+                an = at[n * w:(n + 1) * w]
+                for k in range(w):
+                    hv = _exp(dr[k] * an[k]) * hn[k] + dtu[k] * bn
+                    hn[k] = hv
+                    yr[k] += hv * cn
         for n in range(ns):
-            last[b, d, n] = h[n]
+            for k in range(w):
+                last[b, lo + k, n] = h[n * w + k]
 
 
 @njit(parallel=True, fastmath=False, cache=True)
-def _scan_bwd_kernel(u, delta, A, Bt, Ct, gy, glast, du, ddelta, dA_b, dB_c, dC_c, nch, zero):  # pragma: no cover
+def _scan_bwd_kernel(u, delta, A, Bt, Ct, cps, gy, glast, du, ddelta, dA_b, dB_j, dC_j, nblk, zero):  # pragma: no cover
     """Gradients of the core scan given dL/dy (gy) and dL/dlast (glast).
 
-    Task = (b, chunk of channels). du, ddelta: (B, D, L); dA_b: per-batch dA (B, D, N); dB_c, dC_c:
-    per-chunk partial sums (nch, B, G, L, N), zero-initialised by the caller.
+    du, ddelta: (B, L, D); dA_b: per-batch dA (B, D, N); dB_j, dC_j: per-block partial sums (nblk, B, G, L, N),
+    every entry written here.
     """
-    nb, nd, nl = u.shape
+    nb, nl, nd = u.shape
     ng = Bt.shape[1]
     ns = A.shape[1]
     dpg = nd // ng
-    for task in prange(nb * nch):
-        b = task // nch
-        c = task % nch
-        d0 = c * nd // nch
-        d1 = (c + 1) * nd // nch
-        hs = np.empty((nl + 1) * ns, u.dtype)  # hs[(t + 1) * ns + n] = h_t[n]; hs[:ns] = h_{-1} = 0
-        ea = np.empty(nl * ns, u.dtype)  # ea[t * ns + n] = exp(delta_t * A[d, n])
-        gh = np.empty(ns, u.dtype)
-        dal = np.empty(ns, u.dtype)
-        for d in range(d0, d1):
-            g = d // dpg
-            for t in range(nl):
-                dt = delta[b, d, t]
-                for n in range(ns):
-                    ea[t * ns + n] = dt * A[d, n]
-            _exp_inplace(ea, nl * ns)
+    for task in prange(nb * ng * nblk):
+        b, g, j, lo, hi = _block(task, nblk, ng, dpg)
+        w = hi - lo
+        sw = ns * w
+        at = np.empty(sw, u.dtype)
+        hs = np.empty((_CHUNK + 1) * sw, u.dtype)  # hs[(tt + 1) * sw + n * w + k] = h_{t0 + tt}
+        ea = np.empty(_CHUNK * sw, u.dtype)  # ea[tt * sw + n * w + k] = a_{t0 + tt}
+        gh = np.empty(sw, u.dtype)  # adjoint of h_t carried from t + 1 (times a_{t+1})
+        dal = np.empty(sw, u.dtype)
+        dtu = np.empty(w, u.dtype)
+        pb = np.empty(w, u.dtype)
+        pc = np.empty(w, u.dtype)
+        sb = np.empty(w, u.dtype)
+        sa = np.empty(w, u.dtype)
+        for n in range(ns):
+            for k in range(w):
+                at[n * w + k] = A[lo + k, n]
+                gh[n * w + k] = glast[b, lo + k, n]
+                dal[n * w + k] = zero
+        for c in range((nl + _CHUNK - 1) // _CHUNK - 1, -1, -1):
+            t0 = c * _CHUNK
+            t1 = min(nl, t0 + _CHUNK)
             for n in range(ns):
-                hs[n] = zero
-            for t in range(nl):
-                dtu = delta[b, d, t] * u[b, d, t]
+                hs[n * w:(n + 1) * w] = cps[b, c, n, lo:hi]
+            for t in range(t0, t1):  # recompute the chunk's decays and states
+                o = (t - t0) * sw
+                dr = delta[b, t, lo:hi]
+                ur = u[b, t, lo:hi]
+                for k in range(w):
+                    dtu[k] = dr[k] * ur[k]
                 for n in range(ns):
-                    hs[(t + 1) * ns + n] = ea[t * ns + n] * hs[t * ns + n] + dtu * Bt[b, g, t, n]
-            for n in range(ns):
-                gh[n] = glast[b, d, n]  # adjoint of h_t carried from t+1 (times a_{t+1})
-                dal[n] = zero
-            for t in range(nl - 1, -1, -1):
-                dt = delta[b, d, t]
-                ut = u[b, d, t]
-                dtu = dt * ut
-                gyt = gy[b, d, t]
-                s_b = zero
-                s_a = zero
+                    bn = Bt[b, g, t, n]
+                    an = at[n * w:(n + 1) * w]
+                    e = ea[o + n * w:o + (n + 1) * w]
+                    hp = hs[o + n * w:o + (n + 1) * w]
+                    hc = hs[o + sw + n * w:o + sw + (n + 1) * w]
+                    for k in range(w):
+                        a = _exp(dr[k] * an[k])
+                        e[k] = a
+                        hc[k] = a * hp[k] + dtu[k] * bn
+            for t in range(t1 - 1, t0 - 1, -1):  # adjoint, backwards in time
+                o = (t - t0) * sw
+                dr = delta[b, t, lo:hi]
+                ur = u[b, t, lo:hi]
+                gr = gy[b, t, lo:hi]
+                for k in range(w):
+                    dtu[k] = dr[k] * ur[k]
+                    sb[k] = zero
+                    sa[k] = zero
                 for n in range(ns):
-                    an = A[d, n]
-                    a = ea[t * ns + n]
-                    ghn = gh[n] + gyt * Ct[b, g, t, n]  # total adjoint of h_t
-                    dC_c[c, b, g, t, n] += gyt * hs[(t + 1) * ns + n]
-                    dB_c[c, b, g, t, n] += ghn * dtu
-                    s_b += ghn * Bt[b, g, t, n]
-                    q = ghn * hs[t * ns + n] * a  # adjoint of (delta_t * A[d, n])
-                    s_a += q * an
-                    dal[n] += q * dt
-                    gh[n] = a * ghn
-                du[b, d, t] = dt * s_b
-                ddelta[b, d, t] = ut * s_b + s_a
-            for n in range(ns):
-                dA_b[b, d, n] = dal[n]
+                    bn = Bt[b, g, t, n]
+                    cn = Ct[b, g, t, n]
+                    an = at[n * w:(n + 1) * w]
+                    e = ea[o + n * w:o + (n + 1) * w]
+                    hp = hs[o + n * w:o + (n + 1) * w]
+                    hc = hs[o + sw + n * w:o + sw + (n + 1) * w]
+                    ghr = gh[n * w:(n + 1) * w]
+                    dar = dal[n * w:(n + 1) * w]
+                    for k in range(w):
+                        a = e[k]
+                        ghn = ghr[k] + gr[k] * cn  # total adjoint of h_t
+                        pc[k] = gr[k] * hc[k]
+                        pb[k] = ghn * dtu[k]
+                        sb[k] += ghn * bn
+                        q = ghn * hp[k] * a  # adjoint of (delta_t * A[d, n])
+                        sa[k] += q * an[k]
+                        dar[k] += q * dr[k]
+                        ghr[k] = a * ghn
+                    dB_j[j, b, g, t, n] = _block_sum(pb, w)
+                    dC_j[j, b, g, t, n] = _block_sum(pc, w)
+                dur = du[b, t, lo:hi]
+                ddr = ddelta[b, t, lo:hi]
+                for k in range(w):
+                    dur[k] = dr[k] * sb[k]
+                    ddr[k] = ur[k] * sb[k] + sa[k]
+        for n in range(ns):
+            for k in range(w):
+                dA_b[b, lo + k, n] = dal[n * w + k]
 
 
 # Elements (batch * dim * L * N) per thread below which extra threads cost more than they bring: waking
 # numba's thread pool costs ~0.1 ms on an idle machine but tens of ms on a loaded one (measured: a tiny
 # fwd+bwd took 4-30 ms on 2 threads under load vs 0.65 ms on 1). ~2^18 elements is ~1 ms of kernel work.
 _GRAIN = 1 << 18
+_MAX_BLOCK = 128  # channels per task at most: the backward's buffers stay in L2 (~270 KB at N = 16)
+_MIN_BLOCK = 16  # narrower blocks spend more on per-row overhead than a second thread brings
 
 
 def _set_threads(work: int) -> None:
@@ -220,53 +296,60 @@ def _set_threads(work: int) -> None:
         numba.set_num_threads(want)
 
 
-def _num_chunks(batch: int, dim: int) -> int:
-    """Channel chunks per batch element in the backward: enough tasks to feed every thread evenly."""
+def _num_blocks(batch: int, dim: int, groups: int) -> int:
+    """Channel blocks per (batch element, B/C group): enough tasks for every thread, none too wide or narrow."""
+    dpg = dim // groups
     threads = numba.get_num_threads()
-    return max(1, min(dim, threads // math.gcd(max(batch, 1), threads)))
+    per_group = -(-threads // max(1, batch * groups))  # blocks each (b, g) needs to feed every thread
+    want = max(per_group, -(-dpg // _MAX_BLOCK))
+    return max(1, min(want, dpg // _MIN_BLOCK if dpg >= 2 * _MIN_BLOCK else 1))
 
 
-def scan_forward(u: Tensor, delta: Tensor, A: Tensor, Bt: Tensor, Ct: Tensor) -> tuple[Tensor, Tensor]:
-    """Core scan on contiguous CPU tensors of one float dtype. Returns y (B, D, L) and h_{L-1} (B, D, N)."""
-    nb, nd, nl = u.shape
-    y = torch.empty((nb, nd, nl), dtype=u.dtype)
-    last = torch.empty((nb, nd, A.shape[1]), dtype=u.dtype)
-    _set_threads(nb * nd * nl * A.shape[1])
+def scan_forward(u: Tensor, delta: Tensor, A: Tensor, Bt: Tensor, Ct: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """Core scan on contiguous time-major CPU tensors of one float dtype: u, delta (B, L, D); A (D, N);
+    Bt, Ct (B, G, L, N). Returns y (B, L, D), h_{L-1} (B, D, N) and the chunk checkpoints for the backward."""
+    nb, nl, nd = u.shape
+    ng, ns = Bt.shape[1], A.shape[1]
+    y = torch.empty((nb, nl, nd), dtype=u.dtype)
+    last = torch.empty((nb, nd, ns), dtype=u.dtype)
+    cps = torch.empty((nb, -(-nl // _CHUNK), ns, nd), dtype=u.dtype)
+    _set_threads(nb * nd * nl * ns)
     zero = np.zeros((), dtype=u.numpy().dtype)[()]
-    _scan_fwd_kernel(u.numpy(), delta.numpy(), A.numpy(), Bt.numpy(), Ct.numpy(), y.numpy(), last.numpy(), zero)
-    return y, last
+    _scan_fwd_kernel(u.numpy(), delta.numpy(), A.numpy(), Bt.numpy(), Ct.numpy(), y.numpy(), last.numpy(),
+                     cps.numpy(), _num_blocks(nb, nd, ng), zero)
+    return y, last, cps
 
 
-def scan_backward(u: Tensor, delta: Tensor, A: Tensor, Bt: Tensor, Ct: Tensor, gy: Tensor,
+def scan_backward(u: Tensor, delta: Tensor, A: Tensor, Bt: Tensor, Ct: Tensor, cps: Tensor, gy: Tensor,
                   glast: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
     """Gradients (du, ddelta, dA, dBt, dCt) of the core scan; same layouts as the inputs."""
-    nb, nd, nl = u.shape
+    nb, nl, nd = u.shape
     ng, ns = Bt.shape[1], A.shape[1]
     _set_threads(nb * nd * nl * ns)
-    nch = _num_chunks(nb, nd)
+    nblk = _num_blocks(nb, nd, ng)
     du = torch.empty_like(u)
     ddelta = torch.empty_like(u)
     dA_b = torch.empty((nb, nd, ns), dtype=u.dtype)
-    dB_c = torch.zeros((nch, nb, ng, nl, ns), dtype=u.dtype)
-    dC_c = torch.zeros((nch, nb, ng, nl, ns), dtype=u.dtype)
+    dB_j = torch.empty((nblk, nb, ng, nl, ns), dtype=u.dtype)
+    dC_j = torch.empty((nblk, nb, ng, nl, ns), dtype=u.dtype)
     zero = np.zeros((), dtype=u.numpy().dtype)[()]
-    _scan_bwd_kernel(u.numpy(), delta.numpy(), A.numpy(), Bt.numpy(), Ct.numpy(), gy.numpy(), glast.numpy(),
-                     du.numpy(), ddelta.numpy(), dA_b.numpy(), dB_c.numpy(), dC_c.numpy(), nch, zero)
-    return du, ddelta, dA_b.sum(0), dB_c.sum(0), dC_c.sum(0)
+    _scan_bwd_kernel(u.numpy(), delta.numpy(), A.numpy(), Bt.numpy(), Ct.numpy(), cps.numpy(), gy.numpy(),
+                     glast.numpy(), du.numpy(), ddelta.numpy(), dA_b.numpy(), dB_j.numpy(), dC_j.numpy(), nblk, zero)
+    return du, ddelta, dA_b.sum(0), dB_j.sum(0), dC_j.sum(0)
 
 
 class SelectiveScanCPU(torch.autograd.Function):
-    """Autograd wrapper of the core scan. Inputs: u, delta (B, D, L); A (D, N); Bt, Ct (B, G, L, N), all
-    contiguous CPU tensors of the same float dtype (float32 or float64). Outputs y (B, D, L), last (B, D, N).
+    """Autograd wrapper of the core scan. Inputs: u, delta (B, L, D) time-major; A (D, N); Bt, Ct (B, G, L, N),
+    all contiguous CPU tensors of the same float dtype (float32 or float64). Outputs y (B, L, D), last (B, D, N).
     Unlike mamba-ssm, a gradient flowing into ``last`` is honoured."""
 
     @staticmethod
     def forward(ctx, u: Tensor, delta: Tensor, A: Tensor, Bt: Tensor, Ct: Tensor):  # noqa: ANN205
-        y, last = scan_forward(u, delta, A, Bt, Ct)
-        ctx.save_for_backward(u, delta, A, Bt, Ct)
+        y, last, cps = scan_forward(u, delta, A, Bt, Ct)
+        ctx.save_for_backward(u, delta, A, Bt, Ct, cps)
         return y, last
 
     @staticmethod
     def backward(ctx, gy: Tensor, glast: Tensor):  # noqa: ANN205
-        u, delta, A, Bt, Ct = ctx.saved_tensors
-        return scan_backward(u, delta, A, Bt, Ct, gy.contiguous(), glast.contiguous())
+        u, delta, A, Bt, Ct, cps = ctx.saved_tensors
+        return scan_backward(u, delta, A, Bt, Ct, cps, gy.contiguous(), glast.contiguous())

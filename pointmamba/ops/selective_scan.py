@@ -128,7 +128,9 @@ def _selective_scan_cpu(u: Tensor, delta: Tensor, A: Tensor, B: Tensor, C: Tenso
     def prep(t: Tensor) -> Tensor:
         return t.to(device=cpu, dtype=cdt)
 
-    u_c = prep(u).contiguous()
+    # The kernel is time-major (batch, L, dim); for inputs that are already time-major underneath their
+    # (batch, dim, L) shape (as the Mamba block makes them), these transposes are free.
+    u_t = prep(u).transpose(1, 2).contiguous()
     dt = prep(delta)
     if delta_bias is not None:
         dt = dt + prep(delta_bias).unsqueeze(-1)
@@ -138,11 +140,12 @@ def _selective_scan_cpu(u: Tensor, delta: Tensor, A: Tensor, B: Tensor, C: Tenso
     grouped = (batch, groups, A.shape[1], length)
     bt = prep(B).reshape(grouped).transpose(-1, -2).contiguous()  # (batch, G, L, N)
     ct = prep(C).reshape(grouped).transpose(-1, -2).contiguous()
-    y, last = SelectiveScanCPU.apply(u_c, dt.contiguous(), prep(A).contiguous(), bt, ct)
+    y, last = SelectiveScanCPU.apply(u_t, dt.transpose(1, 2).contiguous(), prep(A).contiguous(), bt, ct)
     if D is not None:
-        y = y + u_c * prep(D).unsqueeze(-1)
+        y = y + u_t * prep(D)
     if z is not None:
-        y = y * F.silu(prep(z))
+        y = y * F.silu(prep(z).transpose(1, 2))
+    y = y.transpose(1, 2)
     y = y.to(device=device, dtype=dtype_in)
     if return_last_state:
         return y, last.to(device)

@@ -18,6 +18,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from pointmamba.cpu_runtime import tune_cpu_runtime  # noqa: E402
+
+tune_cpu_runtime()  # as tools/ do, before torch is imported
 
 from pointmamba.data import DEFAULT_AUGMENT, Teeth3DSDataset, read_labels, read_obj, save_scan, synthetic_jaw  # noqa: E402
 

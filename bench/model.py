@@ -22,16 +22,14 @@ import sys
 import time
 from pathlib import Path
 
-# numba's default "omp" threading layer, once the CPU selective scan has run, leaves torch reporting 2
-# threads where 1 was set and makes small torch ops ~40x slower (measured: a 16k-point CPE forward 10 ms ->
-# 470 ms); "workqueue" does not. Until the scan kernel picks its layer itself, the bench picks it here
-# (set NUMBA_THREADING_LAYER=omp to measure the default).
-os.environ.setdefault("NUMBA_THREADING_LAYER", "workqueue")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from pointmamba.cpu_runtime import tune_cpu_runtime  # noqa: E402
+
+RUNTIME = tune_cpu_runtime()  # as tools/ do, before torch is imported (POINTMAMBA_CPU_TUNING=0 to measure without)
 
 import torch  # noqa: E402
 import yaml  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from pointmamba.models.network import build_model, count_parameters  # noqa: E402
 from pointmamba.structure import PointBatch  # noqa: E402
 
@@ -172,7 +170,8 @@ def main() -> None:
         "train_step_cpu_s": train_cpu,
         "infer_120k_cpu_s": infer_cpu,
         "load_avg_1min": load,
-        "numba_threading_layer": os.environ.get("NUMBA_THREADING_LAYER"),
+        "numba_threading_layer": __import__("numba").config.THREADING_LAYER,
+        "cpu_runtime": RUNTIME,
         "parameters": params,
         "train_points": args.train_points,
         "infer_points": args.infer_points,
@@ -187,7 +186,7 @@ def main() -> None:
         print(json.dumps(figures))
         return
     print(f"model: {params:,} parameters, overrides {cfg or 'none'}, {args.threads} threads, "
-          f"numba layer {figures['numba_threading_layer']}, load avg {load:.1f} (other processes inflate wall times)")
+          f"numba layer {figures['numba_threading_layer']}, cpu tuning {RUNTIME or 'off'}, load avg {load:.1f} (other processes inflate wall times)")
     print(f"{'figure':<16}{'value':>10}{'target':>10}  ok")
     for key in ("train_step_s", "infer_120k_s", "peak_rss_gb", "train_step_cpu_s", "infer_120k_cpu_s", "load_avg_1min"):
         target = TARGETS.get(key)

@@ -25,6 +25,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from pointmamba.cpu_runtime import tune_cpu_runtime  # noqa: E402
+
+tune_cpu_runtime()  # as tools/ do, before torch is imported
 
 TARGET_L = 16384
 TARGET_S = 1.5

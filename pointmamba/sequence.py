@@ -26,6 +26,8 @@ def pack_to_padded(x: Tensor, lengths: Tensor, pad_value: float = 0.0) -> tuple[
     if int(lengths.sum()) != x.shape[0]:
         raise ValueError(f"pack_to_padded: lengths sum to {int(lengths.sum())} but x has {x.shape[0]} rows")
     flat, mask, lmax = padded_index(lengths)
+    if len(lengths) * lmax == x.shape[0]:  # equal lengths (e.g. one sample): the padded form is a view
+        return x.view(len(lengths), lmax, *x.shape[1:]), mask
     out = x.new_full((len(lengths) * lmax,) + tuple(x.shape[1:]), pad_value)
     out = out.index_copy(0, flat, x)
     return out.view(len(lengths), lmax, *x.shape[1:]), mask
@@ -33,6 +35,8 @@ def pack_to_padded(x: Tensor, lengths: Tensor, pad_value: float = 0.0) -> tuple[
 
 def padded_to_pack(y: Tensor, mask: Tensor) -> Tensor:
     """Padded (B, Lmax, C) -> packed (N, C), keeping only rows where ``mask`` is true."""
+    if bool(mask.all()):  # nothing padded: a view
+        return y.reshape(-1, *y.shape[2:])
     return y[mask]
 
 

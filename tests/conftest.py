@@ -3,8 +3,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-import torch
+from pointmamba.cpu_runtime import tune_cpu_runtime
+
+tune_cpu_runtime()  # as the tools do, before torch is imported
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "data"

@@ -206,7 +206,7 @@ def test_shape_errors_are_clear():
 def test_backend_reporting_and_logging(caplog):
     u = torch.randn(1, 2, 3)
     assert scan_backend(u) == "cpu"
-    assert conv_mod.conv_backend(u) == "torch"
+    assert conv_mod.conv_backend(u) == "cpu"
     scan_mod._logged.discard("cpu")
     with caplog.at_level(logging.DEBUG, logger="pointmamba.ops.selective_scan"):
         selective_scan(u, u.abs(), -torch.ones(2, 3), torch.randn(1, 3, 3), torch.randn(1, 3, 3))
@@ -233,26 +233,43 @@ def test_unimportable_cuda_packages_fall_back(monkeypatch):
 
 
 @pytest.mark.parametrize("activation", [None, "silu"])
-@pytest.mark.parametrize("length", [0, 2, 11])
-def test_causal_conv1d_matches_padded_conv(activation, length):
-    """Same as mamba-ssm's slow path: nn.Conv1d with padding W-1 on both sides, keep the first L outputs."""
+@pytest.mark.parametrize("length,dim", [(0, 5), (2, 5), (11, 5), (37, 48)])
+def test_causal_conv1d_matches_padded_conv(activation, length, dim):
+    """Same as mamba-ssm's slow path: nn.Conv1d with padding W-1 on both sides, keep the first L outputs.
+    dim=48 splits the channels into several blocks (tasks) of the CPU kernel."""
     g = torch.Generator().manual_seed(8)
-    x = torch.randn(2, 5, length, generator=g, dtype=torch.float64, requires_grad=True)
-    weight = torch.randn(5, 4, generator=g, dtype=torch.float64, requires_grad=True)
-    bias = torch.randn(5, generator=g, dtype=torch.float64, requires_grad=True)
+    x = torch.randn(2, dim, length, generator=g, dtype=torch.float64, requires_grad=True)
+    weight = torch.randn(dim, 4, generator=g, dtype=torch.float64, requires_grad=True)
+    bias = torch.randn(dim, generator=g, dtype=torch.float64, requires_grad=True)
     out = causal_conv1d(x, weight, bias, activation)
     if length == 0:  # torch's conv1d refuses an empty sequence; ours returns one
-        assert out.shape == (2, 5, 0)
+        assert out.shape == (2, dim, 0)
         return
-    want = F.conv1d(x, weight.unsqueeze(1), bias, padding=3, groups=5)[..., :length]
+    want = F.conv1d(x, weight.unsqueeze(1), bias, padding=3, groups=dim)[..., :length]
     if activation == "silu":
         want = F.silu(want)
-    assert out.shape == (2, 5, length)
+    assert out.shape == (2, dim, length)
     assert torch.allclose(out, want, atol=1e-12)
     gout = torch.randn(out.shape, generator=g, dtype=torch.float64)
     got = torch.autograd.grad((out * gout).sum(), (x, weight, bias))
     expected = torch.autograd.grad((want * gout).sum(), (x, weight, bias))
     assert all(torch.allclose(a, b, atol=1e-12) for a, b in zip(got, expected))
+    # float32 (the training dtype, with the vectorized exp inside SiLU) against the float64 result
+    leaves32 = [t.detach().float().requires_grad_() for t in (x, weight, bias)]
+    out32 = causal_conv1d(*leaves32, activation)
+    assert out32.dtype == torch.float32 and rel_err(out32, want) < 1e-5
+    got32 = torch.autograd.grad((out32 * gout.float()).sum(), leaves32)
+    assert all(rel_err(a, b) < 1e-5 for a, b in zip(got32, expected))
+
+
+def test_causal_conv1d_gradcheck_and_no_bias():
+    g = torch.Generator().manual_seed(10)
+    x = torch.randn(2, 3, 6, generator=g, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(3, 4, generator=g, dtype=torch.float64, requires_grad=True)
+    b = torch.randn(3, generator=g, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda *a: causal_conv1d(*a, activation="silu"), (x, w, b))
+    assert torch.autograd.gradcheck(lambda *a: causal_conv1d(*a), (x, w))
+    assert torch.equal(causal_conv1d(x, w), causal_conv1d(x, w, torch.zeros(3, dtype=torch.float64)))
 
 
 def test_causal_conv1d_is_causal_and_validates():
@@ -286,7 +303,7 @@ def test_kernel_exp_accuracy_and_edge_cases():
     """The kernels' vectorizable float32 exp: <= 2 ulp on the normal range, 0 / inf / NaN at the edges."""
     import numpy as np
 
-    from pointmamba.ops.scan_kernel import exp_array
+    from pointmamba.ops.vector_exp import exp_array
 
     x = np.concatenate([np.linspace(-87.3, 88.3, 400_001, dtype=np.float32),
                         np.array([0.0, -0.0, 1e-30, -1e-30], dtype=np.float32)])
@@ -299,3 +316,60 @@ def test_kernel_exp_accuracy_and_edge_cases():
     assert np.isposinf(out[3:6]).all() and np.isnan(out[6])
     x64 = np.array([-800.0, -1.0, 0.0, 1.0], dtype=np.float64)  # float64 keeps libm exp
     assert np.array_equal(exp_array(x64.copy()), np.exp(x64))
+
+
+def _scan_grads(kw, gy_seed=11):
+    leaves = {k: v.clone().requires_grad_() for k, v in kw.items() if isinstance(v, torch.Tensor)}
+    y, last = selective_scan(**{**kw, **leaves}, return_last_state=True)
+    g = torch.Generator().manual_seed(gy_seed)
+    loss = (y * torch.randn(y.shape, generator=g)).sum() + (last * torch.randn(last.shape, generator=g)).sum()
+    return y, last, dict(zip(leaves, torch.autograd.grad(loss, list(leaves.values()))))
+
+
+@pytest.mark.parametrize("groups", [None, 2])
+def test_channel_blocks_do_not_change_results(monkeypatch, groups):
+    """The kernels split channels into blocks (one per task; how many depends on the thread count). Every
+    output is per channel, so the split cannot change it, except dB and dC: sums over channels, added
+    block by block (reassociated), so equal to rounding. Forced 1 vs 3 blocks of uneven widths."""
+    kernel = importlib.import_module("pointmamba.ops.scan_kernel")
+    kw = _kwargs(make_inputs(batch=2, dim=70 if groups is None else 68, nstate=5, length=75, groups=groups, seed=12),
+                 True, True, True, True)
+    runs = []
+    for blocks in (1, 3):
+        monkeypatch.setattr(kernel, "_num_blocks", lambda batch, dim, g, n=blocks: n)
+        runs.append(_scan_grads(kw))
+    (y1, last1, g1), (y3, last3, g3) = runs
+    assert torch.equal(y1, y3) and torch.equal(last1, last3)
+    for name in g1:
+        if name in ("B", "C"):
+            assert rel_err(g3[name], g1[name].double()) < 1e-6, name
+        else:
+            assert torch.equal(g1[name], g3[name]), name
+    # and the multi-block run is right, against the float64 reference
+    y_ref = reference_scan(**kw)
+    assert rel_err(y3, y_ref) < 1e-5
+
+
+def test_time_major_inputs_are_read_in_place():
+    """The Mamba block hands the scan (batch, dim, L) views of time-major memory; strided inputs give the
+    same result as contiguous ones."""
+    kw = _kwargs(make_inputs(batch=2, dim=8, nstate=4, length=40, seed=13), True, True, True, True)
+    tm = {k: (v.transpose(1, 2).contiguous().transpose(1, 2) if k in ("u", "delta", "z", "B", "C") else v)
+          for k, v in kw.items()}
+    assert tm["u"].stride(1) == 1 and torch.equal(tm["u"], kw["u"])
+    assert torch.equal(selective_scan(**tm), selective_scan(**kw))
+
+
+def test_causal_conv1d_channel_blocks(monkeypatch):
+    conv_kernel = importlib.import_module("pointmamba.ops.conv_kernel")
+    g = torch.Generator().manual_seed(14)
+    x = torch.randn(2, 50, 30, generator=g, requires_grad=True)
+    w = torch.randn(50, 4, generator=g, requires_grad=True)
+    b = torch.randn(50, generator=g, requires_grad=True)
+    runs = []
+    for blocks in (1, 3):
+        monkeypatch.setattr(conv_kernel, "_num_blocks", lambda batch, dim, n=blocks: n)
+        out = causal_conv1d(x, w, b, "silu")
+        runs.append((out, torch.autograd.grad(out.square().sum(), (x, w, b))))
+    assert torch.equal(runs[0][0], runs[1][0])
+    assert all(torch.equal(a, c) for a, c in zip(runs[0][1], runs[1][1]))

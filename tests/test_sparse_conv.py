@@ -127,3 +127,48 @@ def test_binary_search_and_dense_table_agree(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setattr(sc_module, "_DENSE_TABLE_MAX", 0)
     searched = build_neighbour_map(grid, batch, 5)
     assert torch.equal(dense.table, searched.table)
+    assert torch.equal(dense.pair_in, searched.pair_in) and torch.equal(dense.pair_out, searched.pair_out)
+
+
+def test_rulebook_lists_exactly_the_existing_pairs() -> None:
+    """Every (input, output) pair of the rulebook is a real neighbour at its offset, none is missing, and
+    the centre offset (the dense matmul) is not in it."""
+    gen = torch.Generator().manual_seed(4)
+    grid, batch = _random_sites(gen, [40, 30], 5)
+    nbr = build_neighbour_map(grid, batch, 3)
+    assert nbr.pair_ptr[13] == nbr.pair_ptr[14]  # centre offset (1, 1, 1) -> flat 13: empty range
+    want = set()
+    for i in range(len(grid)):
+        for j in range(len(grid)):
+            d = grid[j] - grid[i] + 1
+            if batch[i] == batch[j] and i != j and bool(((d >= 0) & (d <= 2)).all()):
+                want.add((int((d[0] * 3 + d[1]) * 3 + d[2]), j, i))  # j feeds i through that offset
+    got = set()
+    for o in range(27):
+        for p in range(nbr.pair_ptr[o], nbr.pair_ptr[o + 1]):
+            got.add((o, int(nbr.pair_in[p]), int(nbr.pair_out[p])))
+    assert got == want and nbr.num_pairs == len(want) + len(grid)
+
+
+def test_chunked_rulebook_gives_the_same_result(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tiny chunk budget: offsets split into pieces and groups; result and gradients as with one chunk."""
+    import pointmamba.ops.sparse_conv as sc_module
+
+    gen = torch.Generator().manual_seed(5)
+    grid, batch = _random_sites(gen, [70, 45], 6)
+    point = PointBatch(grid.double(), batch=batch, grid_coord=grid)
+    feat = torch.randn(len(grid), 3, generator=gen, dtype=torch.float64, requires_grad=True)
+    weight = torch.randn(4, 3, 3, 3, 3, generator=gen, dtype=torch.float64, requires_grad=True)
+    results = []
+    for budget in (1 << 22, 20):
+        monkeypatch.setattr(sc_module, "_CHUNK_ELEMENTS", budget)
+        nbr = build_neighbour_map(grid, batch, 3)
+        groups = nbr.chunks(4)
+        assert (len(groups) == 1) == (budget > 1000)
+        assert [p for g in groups for p in g][0][1] == 0 and groups[-1][-1][2] == len(nbr.pair_in)
+        point.extra.clear()
+        out = sparse_conv(feat, point, weight)
+        results.append((out, torch.autograd.grad(out.square().sum(), (feat, weight))))
+    torch.testing.assert_close(results[0][0], results[1][0], rtol=1e-12, atol=1e-12)
+    for a, b in zip(results[0][1], results[1][1]):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)

@@ -143,6 +143,17 @@ def test_packed_padded_round_trip_and_reverse():
         pack_to_padded(x, torch.tensor([5, 1, 2, 7]))
 
 
+
+def test_equal_lengths_pad_as_a_view():
+    """One sample (or equal lengths): no padding, so padded and packed forms share memory."""
+    x = torch.randn(12, 3, generator=torch.Generator().manual_seed(1))
+    for lengths in (torch.tensor([12]), torch.tensor([4, 4, 4])):
+        padded, mask = pack_to_padded(x, lengths)
+        assert padded.shape == (len(lengths), 12 // len(lengths), 3) and bool(mask.all())
+        assert padded.data_ptr() == x.data_ptr()
+        packed = padded_to_pack(padded, mask)
+        assert torch.equal(packed, x) and packed.data_ptr() == x.data_ptr()
+
 def test_offset_batch_helpers():
     offset = torch.tensor([3, 4, 9])
     batch = offset2batch(offset)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -77,3 +78,27 @@ def test_test_tool_writes_metrics(tiny_run: tuple[Path, list[str]], tmp_path: Pa
     assert metrics["per_scan"][0]["name"] == "SYN00002_upper"
     for name in ("per_scan.csv", "per_class.csv", "confusion.png"):
         assert (tmp_path / name).stat().st_size > 0
+
+
+def _runtime_probe(env: dict[str, str], torch_first: bool = False) -> dict:
+    """tune_cpu_runtime() in a fresh interpreter (libgomp and malloc settings are per process)."""
+    code = ("import json, os; " + ("import torch; " if torch_first else "")
+            + "from pointmamba.cpu_runtime import tune_cpu_runtime; a = tune_cpu_runtime(); "
+            "print(json.dumps({'applied': a, 'spin': os.environ.get('GOMP_SPINCOUNT')}))")
+    clean = {k: v for k, v in os.environ.items()
+             if k not in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY", "POINTMAMBA_CPU_TUNING") and not k.startswith("MALLOC_")}
+    out = subprocess.run([sys.executable, "-c", code], env={**clean, **env}, capture_output=True, text=True,
+                         cwd=ROOT, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_cpu_runtime_tuning_respects_the_user():
+    default = _runtime_probe({})
+    assert default["spin"] == "10000" and "GOMP_SPINCOUNT" in default["applied"]
+    if sys.platform.startswith("linux"):
+        assert "malloc" in default["applied"]
+    mine = _runtime_probe({"GOMP_SPINCOUNT": "123", "MALLOC_ARENA_MAX": "2"})
+    assert mine["spin"] == "123" and mine["applied"] == {}
+    assert _runtime_probe({"POINTMAMBA_CPU_TUNING": "0"}) == {"applied": {}, "spin": None}
+    late = _runtime_probe({}, torch_first=True)  # too late for libgomp: left alone, not pretended
+    assert late["spin"] is None and "GOMP_SPINCOUNT" not in late["applied"]

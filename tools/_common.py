@@ -9,6 +9,10 @@ from typing import Any, Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
+from pointmamba.cpu_runtime import tune_cpu_runtime  # noqa: E402
+
+tune_cpu_runtime()  # before anything imports torch (see pointmamba/cpu_runtime.py)
+
 USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, FileNotFoundError)
 
 

@@ -96,6 +96,7 @@ class Mamba(nn.Module):
                 raise ValueError(f"Mamba: lengths must be ({batch},), got {tuple(lengths.shape)}")
             if batch and int(lengths.max()) > seqlen:
                 raise ValueError(f"Mamba: a length {int(lengths.max())} exceeds the padded length {seqlen}")
-            valid = torch.arange(seqlen, device=out.device) < lengths.to(out.device).unsqueeze(1)
-            out = out.masked_fill(~valid.unsqueeze(-1), 0.0)
+            if batch and int(lengths.min()) < seqlen:
+                valid = torch.arange(seqlen, device=out.device) < lengths.to(out.device).unsqueeze(1)
+                out = out.masked_fill(~valid.unsqueeze(-1), 0.0)
         return out

@@ -1,4 +1,5 @@
-"""Causal depthwise conv1d behind one function: causal-conv1d's CUDA kernel where it imports, torch elsewhere.
+"""Causal depthwise conv1d behind one function: causal-conv1d's CUDA kernel where it imports, our numba
+kernel (``conv_kernel.py``) elsewhere.
 
 Output position t sees inputs t-W+1 .. t of its own channel only (zero history before t = 0).
 """
@@ -7,7 +8,7 @@ from __future__ import annotations
 import logging
 from typing import Callable
 
-import torch.nn.functional as F
+import torch
 from torch import Tensor
 
 log = logging.getLogger(__name__)
@@ -25,17 +26,17 @@ def _causal_conv1d_cuda_fn() -> Callable | None:
         try:
             from causal_conv1d import causal_conv1d_fn
         except Exception as exc:  # noqa: BLE001 - ImportError, OSError (missing libcudart), RuntimeError ...
-            log.debug("causal_conv1d unavailable (%s: %s); using torch's conv1d", type(exc).__name__, exc)
+            log.debug("causal_conv1d unavailable (%s: %s); using the CPU kernel", type(exc).__name__, exc)
             causal_conv1d_fn = None
         _cuda_fn = causal_conv1d_fn
     return _cuda_fn  # type: ignore[return-value]
 
 
 def conv_backend(tensor: Tensor) -> str:
-    """The backend ``causal_conv1d`` uses for inputs living where ``tensor`` lives: "causal_conv1d" or "torch"."""
+    """The backend ``causal_conv1d`` uses for inputs living where ``tensor`` lives: "causal_conv1d" or "cpu"."""
     if tensor.is_cuda and _causal_conv1d_cuda_fn() is not None:
         return "causal_conv1d"
-    return "torch"
+    return "cpu"
 
 
 def causal_conv1d(x: Tensor, weight: Tensor, bias: Tensor | None = None, activation: str | None = None) -> Tensor:
@@ -53,19 +54,19 @@ def causal_conv1d(x: Tensor, weight: Tensor, bias: Tensor | None = None, activat
         log.debug("causal_conv1d: %s backend (inputs on %s)", backend, x.device)
     if backend == "causal_conv1d":
         return _causal_conv1d_cuda_fn()(x, weight, bias, activation)  # type: ignore[misc]
-    dim, width = weight.shape
-    if x.shape[-1] == 0:  # conv1d refuses an input shorter than its kernel; keep the graph connected
-        return x * weight[:, :1]
-    # Shifted multiply-adds instead of a grouped F.conv1d: torch's CPU backward of depthwise conv1d took
-    # 0.35 s at (1, 128, 16k), a third of a training step; these elementwise terms cost a fraction of that.
-    # Computed channel-last: the result is a (batch, dim, L) view of time-major memory, which is what the
-    # Mamba block's projections and the CPU scan kernel read without copies.
-    length = x.shape[-1]
-    padded = F.pad(x.transpose(1, 2), (0, 0, width - 1, 0))  # (batch, W - 1 + L, dim)
-    out = padded[:, :length] * weight[:, 0]
-    for k in range(1, width):
-        out = out + padded[:, k:k + length] * weight[:, k]
-    if bias is not None:
-        out = out + bias
-    out = out.transpose(1, 2)
-    return F.silu(out) if activation is not None else out
+    return _causal_conv1d_cpu(x, weight, bias, activation is not None)
+
+
+def _causal_conv1d_cpu(x: Tensor, weight: Tensor, bias: Tensor | None, silu: bool) -> Tensor:
+    """Our numba kernel (``conv_kernel.py``), time-major: the result is a (batch, dim, L) view of
+    (batch, L, dim) memory, which the Mamba block's projections and the scan kernel read without copies.
+    float32 math (float64 when x or weight is float64); CUDA inputs are computed on the CPU."""
+    from .conv_kernel import CausalConv1dCPU  # numba is imported on first use only
+
+    cdt = torch.float64 if torch.float64 in (x.dtype, weight.dtype) else torch.float32
+    cpu = torch.device("cpu")
+    x_t = x.to(device=cpu, dtype=cdt).transpose(1, 2).contiguous()
+    w = weight.to(device=cpu, dtype=cdt).contiguous()
+    b = bias.to(device=cpu, dtype=cdt) if bias is not None else w.new_zeros(w.shape[0])
+    out = CausalConv1dCPU.apply(x_t, w, b.contiguous(), silu)
+    return out.transpose(1, 2).to(device=x.device, dtype=x.dtype)

@@ -7,8 +7,9 @@ The core recurrence, per batch element b and channel d, with state h_t of size N
     y_t = <C_t, h_t>
 
 Layout is time-major: u, delta, y (batch, L, dim), so one time step of a block of channels is contiguous
-and every inner loop runs over channels. B and C are (batch, groups, L, N). Everything around the core
-(delta_bias, softplus, the D skip, the silu(z) gate, dtype casts) is plain torch in ``selective_scan.py``.
+and every inner loop runs over channels. B and C are (batch, groups, L, N). The D skip and the silu(z)
+gate are fused into both kernels (as torch ops they were ~10 % of a training step in memory traffic);
+delta_bias, softplus and dtype casts stay plain torch in ``selective_scan.py``.
 
 Design (2 Zen3 cores, see ``bench/scan.py``):
 - a task is (b, block of channels of one B/C group); the state h[n, channel] stays in a task-local array.
@@ -27,104 +28,24 @@ Design (2 Zen3 cores, see ``bench/scan.py``):
 - numerically safe for any delta >= 0 and A <= 0: decays only multiply (never divide), so exp
   underflowing to 0 simply forgets the state; no step can create inf or NaN from finite inputs.
 - fastmath is off (except that one lane sum): IEEE semantics (inf/NaN behave) and bit-identical reruns.
-- tiny problems run on one thread: waking the pool costs more than it saves (see ``_GRAIN``).
+- tiny problems run on one thread: waking the pool costs more than it saves (``numba_threads.py``).
 - float32 and float64 arrays each compile one signature per kernel (float64 only when asked, e.g. by
   gradcheck); ``cache=True`` stores the machine code in ``pointmamba/ops/__pycache__``.
 """
 from __future__ import annotations
 
 import math
-import os
 
 import numba
 import numpy as np
 import torch
-from llvmlite import ir
-from numba import njit, prange, types
-from numba.extending import intrinsic, overload
+from numba import njit, prange
 from torch import Tensor
 
-# numba's OpenMP layer shares libgomp with torch; once the scan had run, small torch ops were measured
-# 10-40x slower (thread pools fighting). The workqueue layer has no such interaction.
-if "NUMBA_THREADING_LAYER" not in os.environ:
-    numba.config.THREADING_LAYER = "workqueue"
-
-# --- exp that LLVM can vectorize --------------------------------------------------------------------
-# Without Intel SVML (not installed with numba's wheels) ``math.exp`` is a scalar libm call per element
-# and was most of the kernels' time. This is Cephes' expf (range reduction by ln 2, degree-6 polynomial,
-# <= 1 ulp measured over [-87, 88]) written with plain float32 arithmetic and an int->float bit cast,
-# so a flat loop over it becomes AVX2 code: 0.7 ns/element instead of 2.65 ns (2 loaded Zen3 cores).
-# Edge cases: results below 2^-126 (x < -87.34) flush to 0 (libm would give a denormal), x > 88.37 gives
-# inf, NaN stays NaN. float64 inputs keep ``math.exp``.
-_F = np.float32
-_LO, _HI = _F(-87.33654), _F(88.37626)
-_LOG2E, _LN2_HI, _LN2_LO = _F(1.44269504088896341), _F(0.693359375), _F(-2.12194440e-4)
-_P0, _P1, _P2 = _F(1.9875691500e-4), _F(1.3981999507e-3), _F(8.3334519073e-3)
-_P3, _P4, _P5 = _F(4.1665795894e-2), _F(1.6666665459e-1), _F(5.0000001201e-1)
-_ONE, _HALF, _ZERO, _INF = _F(1.0), _F(0.5), _F(0.0), _F(np.inf)
-
-
-@intrinsic
-def _int32_bits_as_float32(typingctx, bits):  # noqa: ANN001, ANN201
-    if bits != types.int32:
-        return None
-
-    def codegen(context, builder, signature, args):  # noqa: ANN001, ANN202
-        return builder.bitcast(args[0], ir.FloatType())
-
-    return types.float32(types.int32), codegen
-
-
-@njit(inline="always")
-def _expf(x):  # noqa: ANN001, ANN202 - numba
-    xc = min(max(x, _LO), _HI)
-    k = np.floor(xc * _LOG2E + _HALF)
-    r = xc - k * _LN2_HI - k * _LN2_LO
-    p = (((((_P0 * r + _P1) * r + _P2) * r + _P3) * r + _P4) * r + _P5) * (r * r) + r + _ONE
-    out = p * _int32_bits_as_float32(np.int32((np.int32(k) + np.int32(127)) << np.int32(23)))  # 2^k
-    out = _ZERO if x < _LO else out
-    out = _INF if x > _HI else out
-    return x if x != x else out
-
-
-def _exp_inplace(buf, size):  # noqa: ANN001, ANN202 - typed by the overload below
-    raise NotImplementedError("numba only")
-
-
-@overload(_exp_inplace, inline="always")
-def _exp_inplace_impl(buf, size):  # noqa: ANN001, ANN202
-    """buf[:size] = exp(buf[:size]); vectorized float32, libm float64."""
-    if buf.dtype == types.float32:
-        def impl(buf, size):  # noqa: ANN001, ANN202
-            for i in range(size):
-                buf[i] = _expf(buf[i])
-    else:
-        def impl(buf, size):  # noqa: ANN001, ANN202
-            for i in range(size):
-                buf[i] = math.exp(buf[i])
-    return impl
-
-
-@njit(cache=True)
-def exp_array(buf):  # noqa: ANN001, ANN201 - numba
-    """In-place exp of a 1-D array with the kernels' exp (for tests of its accuracy and edge cases)."""
-    _exp_inplace(buf, buf.size)
-    return buf
-
+from .numba_threads import set_threads
+from .vector_exp import exp as _exp
 
 _CHUNK = 32  # time steps between forward checkpoints = the backward's recompute window
-
-
-def _exp(x):  # noqa: ANN001, ANN202 - typed by the overload below
-    raise NotImplementedError("numba only")
-
-
-@overload(_exp, inline="always")
-def _exp_impl(x):  # noqa: ANN001, ANN202
-    """exp of one scalar: the vectorizable float32 exp, libm for float64."""
-    if x == types.float32:
-        return lambda x: _expf(x)  # noqa: ANN001, ANN202
-    return lambda x: math.exp(x)  # noqa: ANN001, ANN202
 
 
 @njit(fastmath={"reassoc"}, cache=True)
@@ -146,10 +67,11 @@ def _block(task, nblk, ng, dpg):  # noqa: ANN001, ANN202 - numba
 
 
 @njit(parallel=True, fastmath=False, cache=True)
-def _scan_fwd_kernel(u, delta, A, Bt, Ct, y, last, cps, nblk, zero):  # pragma: no cover - numba
-    """y[b, t, d] = <C_t, h_t>; last[b, d] = h_{L-1}; cps[b, c, n, d] = h_{c * _CHUNK - 1} (0 for c = 0).
+def _scan_fwd_kernel(u, delta, A, Bt, Ct, Dv, z, has_d, has_z, y, ypre, last, cps, nblk, zero, one):  # pragma: no cover
+    """y[b, t, d] = (<C_t, h_t> + D[d] u_t) * silu(z_t) (each part only if has_d / has_z); ypre: y before the
+    gate (written only with has_z); last[b, d] = h_{L-1}; cps[b, c, n, d] = h_{c * _CHUNK - 1} (0 for c = 0).
 
-    ``zero`` is a 0 of the compute dtype.
+    ``zero`` and ``one`` are 0 and 1 of the compute dtype.
     """
     nb, nl, nd = u.shape
     ng = Bt.shape[1]
@@ -185,17 +107,28 @@ def _scan_fwd_kernel(u, delta, A, Bt, Ct, y, last, cps, nblk, zero):  # pragma: 
                     hv = _exp(dr[k] * an[k]) * hn[k] + dtu[k] * bn
                     hn[k] = hv
                     yr[k] += hv * cn
+            if has_d:
+                dv = Dv[lo:hi]
+                for k in range(w):
+                    yr[k] += dv[k] * ur[k]
+            if has_z:
+                zr = z[b, t, lo:hi]
+                pr = ypre[b, t, lo:hi]
+                for k in range(w):
+                    pr[k] = yr[k]
+                    yr[k] = yr[k] * (zr[k] / (one + _exp(-zr[k])))
         for n in range(ns):
             for k in range(w):
                 last[b, lo + k, n] = h[n * w + k]
 
 
 @njit(parallel=True, fastmath=False, cache=True)
-def _scan_bwd_kernel(u, delta, A, Bt, Ct, cps, gy, glast, du, ddelta, dA_b, dB_j, dC_j, nblk, zero):  # pragma: no cover
-    """Gradients of the core scan given dL/dy (gy) and dL/dlast (glast).
+def _scan_bwd_kernel(u, delta, A, Bt, Ct, Dv, z, ypre, has_d, has_z, cps, gout, glast, du, ddelta, dz, dA_b, dD_b,
+                     dB_j, dC_j, nblk, zero, one):  # pragma: no cover
+    """Gradients given dL/dy (gout) and dL/dlast (glast).
 
-    du, ddelta: (B, L, D); dA_b: per-batch dA (B, D, N); dB_j, dC_j: per-block partial sums (nblk, B, G, L, N),
-    every entry written here.
+    du, ddelta, dz: (B, L, D); dA_b, dD_b: per-batch dA (B, D, N) and dD (B, D); dB_j, dC_j: per-block
+    partial sums (nblk, B, G, L, N). Every entry is written here (dz and dD_b only with has_z / has_d).
     """
     nb, nl, nd = u.shape
     ng = Bt.shape[1]
@@ -215,6 +148,10 @@ def _scan_bwd_kernel(u, delta, A, Bt, Ct, cps, gy, glast, du, ddelta, dA_b, dB_j
         pc = np.empty(w, u.dtype)
         sb = np.empty(w, u.dtype)
         sa = np.empty(w, u.dtype)
+        gr = np.empty(w, u.dtype)  # dL/d(<C_t, h_t>) of step t
+        dd = np.empty(w, u.dtype)
+        for k in range(w):
+            dd[k] = zero
         for n in range(ns):
             for k in range(w):
                 at[n * w + k] = A[lo + k, n]
@@ -245,7 +182,21 @@ def _scan_bwd_kernel(u, delta, A, Bt, Ct, cps, gy, glast, du, ddelta, dA_b, dB_j
                 o = (t - t0) * sw
                 dr = delta[b, t, lo:hi]
                 ur = u[b, t, lo:hi]
-                gr = gy[b, t, lo:hi]
+                go = gout[b, t, lo:hi]
+                if has_z:
+                    zr = z[b, t, lo:hi]
+                    pr = ypre[b, t, lo:hi]
+                    dzr = dz[b, t, lo:hi]
+                    for k in range(w):
+                        sg = one / (one + _exp(-zr[k]))
+                        gr[k] = go[k] * (zr[k] * sg)
+                        dzr[k] = go[k] * pr[k] * sg * (one + zr[k] * (one - sg))
+                else:
+                    for k in range(w):
+                        gr[k] = go[k]
+                if has_d:
+                    for k in range(w):
+                        dd[k] += gr[k] * ur[k]
                 for k in range(w):
                     dtu[k] = dr[k] * ur[k]
                     sb[k] = zero
@@ -276,24 +227,20 @@ def _scan_bwd_kernel(u, delta, A, Bt, Ct, cps, gy, glast, du, ddelta, dA_b, dB_j
                 for k in range(w):
                     dur[k] = dr[k] * sb[k]
                     ddr[k] = ur[k] * sb[k] + sa[k]
+                if has_d:
+                    dv = Dv[lo:hi]
+                    for k in range(w):
+                        dur[k] += gr[k] * dv[k]
         for n in range(ns):
             for k in range(w):
                 dA_b[b, lo + k, n] = dal[n * w + k]
+        if has_d:
+            for k in range(w):
+                dD_b[b, lo + k] = dd[k]
 
 
-# Elements (batch * dim * L * N) per thread below which extra threads cost more than they bring: waking
-# numba's thread pool costs ~0.1 ms on an idle machine but tens of ms on a loaded one (measured: a tiny
-# fwd+bwd took 4-30 ms on 2 threads under load vs 0.65 ms on 1). ~2^18 elements is ~1 ms of kernel work.
-_GRAIN = 1 << 18
 _MAX_BLOCK = 128  # channels per task at most: the backward's buffers stay in L2 (~270 KB at N = 16)
 _MIN_BLOCK = 16  # narrower blocks spend more on per-row overhead than a second thread brings
-
-
-def _set_threads(work: int) -> None:
-    """Use as many numba threads as torch does (``torch.set_num_threads`` governs both), fewer for small work."""
-    want = max(1, min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS, -(-work // _GRAIN)))
-    if numba.get_num_threads() != want:
-        numba.set_num_threads(want)
 
 
 def _num_blocks(batch: int, dim: int, groups: int) -> int:
@@ -305,51 +252,69 @@ def _num_blocks(batch: int, dim: int, groups: int) -> int:
     return max(1, min(want, dpg // _MIN_BLOCK if dpg >= 2 * _MIN_BLOCK else 1))
 
 
-def scan_forward(u: Tensor, delta: Tensor, A: Tensor, Bt: Tensor, Ct: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-    """Core scan on contiguous time-major CPU tensors of one float dtype: u, delta (B, L, D); A (D, N);
-    Bt, Ct (B, G, L, N). Returns y (B, L, D), h_{L-1} (B, D, N) and the chunk checkpoints for the backward."""
+def _zero_one(t: Tensor) -> tuple[np.generic, np.generic]:
+    dt = t.numpy().dtype
+    return np.zeros((), dtype=dt)[()], np.ones((), dtype=dt)[()]
+
+
+def scan_forward(u: Tensor, delta: Tensor, A: Tensor, Bt: Tensor, Ct: Tensor, D: Tensor | None = None,
+                 z: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor | None, Tensor]:
+    """The scan on contiguous time-major CPU tensors of one float dtype: u, delta, z (B, L, D); A (D, N);
+    Bt, Ct (B, G, L, N); D (D,). Returns y (B, L, D), h_{L-1} (B, D, N), y before the silu(z) gate (None
+    without z) and the chunk checkpoints, the last two for the backward."""
     nb, nl, nd = u.shape
     ng, ns = Bt.shape[1], A.shape[1]
     y = torch.empty((nb, nl, nd), dtype=u.dtype)
+    ypre = torch.empty_like(y) if z is not None else None
     last = torch.empty((nb, nd, ns), dtype=u.dtype)
     cps = torch.empty((nb, -(-nl // _CHUNK), ns, nd), dtype=u.dtype)
-    _set_threads(nb * nd * nl * ns)
-    zero = np.zeros((), dtype=u.numpy().dtype)[()]
-    _scan_fwd_kernel(u.numpy(), delta.numpy(), A.numpy(), Bt.numpy(), Ct.numpy(), y.numpy(), last.numpy(),
-                     cps.numpy(), _num_blocks(nb, nd, ng), zero)
-    return y, last, cps
+    dummy = u.new_empty((1, 1, 1))
+    set_threads(nb * nd * nl * ns)
+    _scan_fwd_kernel(u.numpy(), delta.numpy(), A.numpy(), Bt.numpy(), Ct.numpy(),
+                     (D if D is not None else u.new_empty(1)).numpy(), (z if z is not None else dummy).numpy(),
+                     D is not None, z is not None, y.numpy(), (ypre if ypre is not None else dummy).numpy(),
+                     last.numpy(), cps.numpy(), _num_blocks(nb, nd, ng), *_zero_one(u))
+    return y, last, ypre, cps
 
 
-def scan_backward(u: Tensor, delta: Tensor, A: Tensor, Bt: Tensor, Ct: Tensor, cps: Tensor, gy: Tensor,
-                  glast: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
-    """Gradients (du, ddelta, dA, dBt, dCt) of the core scan; same layouts as the inputs."""
+def scan_backward(u: Tensor, delta: Tensor, A: Tensor, Bt: Tensor, Ct: Tensor, D: Tensor | None, z: Tensor | None,
+                  ypre: Tensor | None, cps: Tensor, gy: Tensor, glast: Tensor) -> tuple[Tensor, ...]:
+    """Gradients (du, ddelta, dA, dBt, dCt, dD or None, dz or None); same layouts as the inputs."""
     nb, nl, nd = u.shape
     ng, ns = Bt.shape[1], A.shape[1]
-    _set_threads(nb * nd * nl * ns)
+    set_threads(nb * nd * nl * ns)
     nblk = _num_blocks(nb, nd, ng)
     du = torch.empty_like(u)
     ddelta = torch.empty_like(u)
+    dz = torch.empty_like(u) if z is not None else None
     dA_b = torch.empty((nb, nd, ns), dtype=u.dtype)
+    dD_b = torch.empty((nb, nd), dtype=u.dtype) if D is not None else None
     dB_j = torch.empty((nblk, nb, ng, nl, ns), dtype=u.dtype)
     dC_j = torch.empty((nblk, nb, ng, nl, ns), dtype=u.dtype)
-    zero = np.zeros((), dtype=u.numpy().dtype)[()]
-    _scan_bwd_kernel(u.numpy(), delta.numpy(), A.numpy(), Bt.numpy(), Ct.numpy(), cps.numpy(), gy.numpy(),
-                     glast.numpy(), du.numpy(), ddelta.numpy(), dA_b.numpy(), dB_j.numpy(), dC_j.numpy(), nblk, zero)
-    return du, ddelta, dA_b.sum(0), dB_j.sum(0), dC_j.sum(0)
+    dummy = u.new_empty((1, 1, 1))
+    _scan_bwd_kernel(u.numpy(), delta.numpy(), A.numpy(), Bt.numpy(), Ct.numpy(),
+                     (D if D is not None else u.new_empty(1)).numpy(), (z if z is not None else dummy).numpy(),
+                     (ypre if ypre is not None else dummy).numpy(), D is not None, z is not None, cps.numpy(),
+                     gy.numpy(), glast.numpy(), du.numpy(), ddelta.numpy(), (dz if dz is not None else dummy).numpy(),
+                     dA_b.numpy(), (dD_b if dD_b is not None else u.new_empty((1, 1))).numpy(), dB_j.numpy(),
+                     dC_j.numpy(), nblk, *_zero_one(u))
+    return (du, ddelta, dA_b.sum(0), dB_j.sum(0), dC_j.sum(0), dD_b.sum(0) if dD_b is not None else None, dz)
 
 
 class SelectiveScanCPU(torch.autograd.Function):
-    """Autograd wrapper of the core scan. Inputs: u, delta (B, L, D) time-major; A (D, N); Bt, Ct (B, G, L, N),
-    all contiguous CPU tensors of the same float dtype (float32 or float64). Outputs y (B, L, D), last (B, D, N).
-    Unlike mamba-ssm, a gradient flowing into ``last`` is honoured."""
+    """Autograd wrapper of the scan. Inputs: u, delta (B, L, D) time-major; A (D, N); Bt, Ct (B, G, L, N);
+    D (D,) or None; z (B, L, D) or None; all contiguous CPU tensors of the same float dtype (float32 or
+    float64). Outputs y (B, L, D), last (B, D, N). Unlike mamba-ssm, a gradient flowing into ``last`` is
+    honoured."""
 
     @staticmethod
-    def forward(ctx, u: Tensor, delta: Tensor, A: Tensor, Bt: Tensor, Ct: Tensor):  # noqa: ANN205
-        y, last, cps = scan_forward(u, delta, A, Bt, Ct)
-        ctx.save_for_backward(u, delta, A, Bt, Ct, cps)
+    def forward(ctx, u: Tensor, delta: Tensor, A: Tensor, Bt: Tensor, Ct: Tensor, D: Tensor | None,  # noqa: ANN205
+                z: Tensor | None):
+        y, last, ypre, cps = scan_forward(u, delta, A, Bt, Ct, D, z)
+        ctx.save_for_backward(u, delta, A, Bt, Ct, D, z, ypre, cps)
         return y, last
 
     @staticmethod
     def backward(ctx, gy: Tensor, glast: Tensor):  # noqa: ANN205
-        u, delta, A, Bt, Ct, cps = ctx.saved_tensors
-        return scan_backward(u, delta, A, Bt, Ct, cps, gy.contiguous(), glast.contiguous())
+        u, delta, A, Bt, Ct, D, z, ypre, cps = ctx.saved_tensors
+        return scan_backward(u, delta, A, Bt, Ct, D, z, ypre, cps, gy.contiguous(), glast.contiguous())

@@ -116,7 +116,7 @@ def _check_shapes(u: Tensor, delta: Tensor, A: Tensor, B: Tensor, C: Tensor, D: 
 def _selective_scan_cpu(u: Tensor, delta: Tensor, A: Tensor, B: Tensor, C: Tensor, D: Tensor | None,
                         z: Tensor | None, delta_bias: Tensor | None, delta_softplus: bool,
                         return_last_state: bool) -> Tensor | tuple[Tensor, Tensor]:
-    """Our engine: torch for the elementwise parts, the numba kernel for the recurrence (float32 math;
+    """Our engine: torch for delta's bias and softplus, the numba kernels for the rest (float32 math;
     float64 when any core input is float64, e.g. for gradcheck). CUDA inputs are computed on the CPU."""
     from .scan_kernel import SelectiveScanCPU  # numba is imported on first use only
 
@@ -140,11 +140,9 @@ def _selective_scan_cpu(u: Tensor, delta: Tensor, A: Tensor, B: Tensor, C: Tenso
     grouped = (batch, groups, A.shape[1], length)
     bt = prep(B).reshape(grouped).transpose(-1, -2).contiguous()  # (batch, G, L, N)
     ct = prep(C).reshape(grouped).transpose(-1, -2).contiguous()
-    y, last = SelectiveScanCPU.apply(u_t, dt.transpose(1, 2).contiguous(), prep(A).contiguous(), bt, ct)
-    if D is not None:
-        y = y + u_t * prep(D)
-    if z is not None:
-        y = y * F.silu(prep(z).transpose(1, 2))
+    d_c = prep(D).contiguous() if D is not None else None
+    z_t = prep(z).transpose(1, 2).contiguous() if z is not None else None
+    y, last = SelectiveScanCPU.apply(u_t, dt.transpose(1, 2).contiguous(), prep(A).contiguous(), bt, ct, d_c, z_t)
     y = y.transpose(1, 2)
     y = y.to(device=device, dtype=dtype_in)
     if return_last_state:

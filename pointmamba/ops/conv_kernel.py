@@ -6,8 +6,9 @@
 Time-major (batch, L, dim) like the scan kernel, so each step of a block of channels is contiguous and
 the loops over it vectorize. The backward recomputes ``pre`` (cheaper than keeping it) and returns the
 input, weight and bias gradients in one pass over the sequence plus one for the input gradient.
-Replaces a chain of torch ops (pad, W shifted multiply-adds, bias, silu and the same again backwards),
-which cost ~0.3 s of a 16k-point training step in memory traffic and allocations.
+Replaces a chain of torch ops (pad, W shifted multiply-adds, bias, silu and the same again backwards):
+fwd+bwd, 2 threads, as the Mamba block calls it: (1, 64, 16000) 12.6 -> 9.5 ms, (1, 128, 11899) 18.2 ->
+13.3 ms, (1, 256, 6156) 18.6 -> 11.8 ms; 22 calls per 16k-point training step.
 """
 from __future__ import annotations
 
@@ -20,9 +21,8 @@ from torch import Tensor
 from .numba_threads import set_threads
 from .vector_exp import exp as _exp
 
-# Channels per task at least. Every array the inner loops touch is a kernel argument (numba marks a
-# parallel kernel's array arguments noalias; task-local arrays would need runtime overlap checks, after
-# which LLVM keeps the vector loop only for blocks of ~48+ channels).
+# Channels per task at least: LLVM keeps the channel loops vectorized only for ~48+ channels (its
+# runtime alias checks cost more below; measured: 32-wide blocks ran 2x slower per element than 64-wide).
 _MIN_BLOCK = 64
 
 

@@ -10,7 +10,8 @@ of pairs, one gather, one matmul per offset and one ``index_add_``: work proport
 exist. On a jaw surface most of the K^3 voxels around a site are empty (measured on a 16k-point jaw:
 2.4 of 27 neighbours at 0.2 mm, 5.5 / 10.2 / 12.2 at the coarser stages, 5.3 of 125 for the k=5 stem), so
 this does 2-10x fewer multiply-adds than gathering all K^3 neighbours with zeros for the empty ones, which
-is what this module did before (the CPE convs went from ~0.45 s to ~0.1 s of a training step).
+is what this module did before (the 8 convs of a 16k-point training step: 0.69 s -> 0.34 s of
+profiled CPU time, forward + backward).
 Memory: a chunk's gathered pairs stay under 16 MB.
 
 Weight layout (one for both backends): spconv 2.x's ``KRSC``, ``weight`` of shape

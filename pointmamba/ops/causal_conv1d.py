@@ -53,7 +53,9 @@ def causal_conv1d(x: Tensor, weight: Tensor, bias: Tensor | None = None, activat
         _logged.add(backend)
         log.debug("causal_conv1d: %s backend (inputs on %s)", backend, x.device)
     if backend == "causal_conv1d":
-        return _causal_conv1d_cuda_fn()(x, weight, bias, activation)  # type: ignore[misc]
+        # The Mamba block passes a channel-last view; causal-conv1d would take it on its channel-last path,
+        # which no machine here could test. A copy to its standard (batch, dim, L) layout is cheap on a GPU.
+        return _causal_conv1d_cuda_fn()(x.contiguous(), weight, bias, activation)  # type: ignore[misc]
     return _causal_conv1d_cpu(x, weight, bias, activation is not None)
 
 

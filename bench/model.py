@@ -30,6 +30,8 @@ RUNTIME = tune_cpu_runtime()  # as tools/ do, before torch is imported (POINTMAM
 import torch  # noqa: E402
 import yaml  # noqa: E402
 
+from pointmamba.config import TRAIN_DEFAULTS  # noqa: E402
+from pointmamba.engine.optim import build_optimizer  # noqa: E402
 from pointmamba.models.network import build_model, count_parameters  # noqa: E402
 from pointmamba.structure import PointBatch  # noqa: E402
 
@@ -142,7 +144,7 @@ def main() -> None:
 
     coord, normal = make_jaw(args.train_points, seed=1)
     labels = torch.randint(0, model.cfg["num_classes"], (args.train_points,))
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    optimizer = build_optimizer(model, {"train": {**TRAIN_DEFAULTS, "lr": 1e-3}})  # as tools/train.py builds it
 
     def train_step() -> None:
         model.train()

@@ -149,3 +149,14 @@ def test_torchrun_two_gloo_processes_keep_identical_weights(synth: Path, tmp_pat
         assert torch.equal(w0["model"][key], w1["model"][key]), f"{key} differs between ranks"
         changed += not torch.equal(w0["model"][key], init[key])
     assert changed > 0, "no weight moved: the steps did not train"
+
+
+def test_optimizer_is_fused_where_possible():
+    from pointmamba.config import TRAIN_DEFAULTS
+    from pointmamba.engine.optim import build_optimizer
+
+    cfg = {"train": dict(TRAIN_DEFAULTS)}
+    cpu = torch.nn.Linear(3, 2)
+    assert build_optimizer(cpu, cfg).defaults.get("fused") is True
+    meta = torch.nn.Linear(3, 2, device="meta")  # a device fused AdamW does not cover: the loop version
+    assert not build_optimizer(meta, cfg).defaults.get("fused")

@@ -27,6 +27,7 @@ from pointmamba.cpu_runtime import tune_cpu_runtime  # noqa: E402
 
 RUNTIME = tune_cpu_runtime()  # as tools/ do, before torch is imported (POINTMAMBA_CPU_TUNING=0 to measure without)
 
+import numba  # noqa: E402
 import torch  # noqa: E402
 import yaml  # noqa: E402
 
@@ -172,7 +173,7 @@ def main() -> None:
         "train_step_cpu_s": train_cpu,
         "infer_120k_cpu_s": infer_cpu,
         "load_avg_1min": load,
-        "numba_threading_layer": __import__("numba").config.THREADING_LAYER,
+        "numba_threading_layer": numba.config.THREADING_LAYER,
         "cpu_runtime": RUNTIME,
         "parameters": params,
         "train_points": args.train_points,

@@ -131,8 +131,8 @@ class Mamba(nn.Module):
             raise ValueError(f"Mamba: expected (batch, L, d_model={self.d_model}), got {tuple(hidden_states.shape)}")
         batch, seqlen, _ = hidden_states.shape
         # Every (batch, dim, L) tensor below is a transposed view of time-major (batch, L, dim) memory:
-        # the projections then need no copies, and the CPU scan kernel is time-major. mamba-ssm and
-        # causal-conv1d take these strides as they are (channel-last conv) or make them contiguous.
+        # the projections then need no copies, and the CPU kernels are time-major. On CUDA, mamba-ssm makes
+        # its inputs contiguous itself and ``causal_conv1d`` copies to causal-conv1d's standard layout.
         x, z = _SplitInProj.apply(hidden_states, self.in_proj.weight, self.in_proj.bias)  # (b, L, di) each
         x, z = x.transpose(1, 2), z.transpose(1, 2)
         A = -torch.exp(self.A_log.float())  # (d_inner, d_state)

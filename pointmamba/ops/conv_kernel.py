@@ -12,25 +12,17 @@ fwd+bwd, 2 threads, as the Mamba block calls it: (1, 64, 16000) 12.6 -> 9.5 ms, 
 """
 from __future__ import annotations
 
-import numba
 import numpy as np
 import torch
 from numba import njit, prange
 from torch import Tensor
 
-from .numba_threads import set_threads
+from .numba_threads import channel_block, channel_blocks, set_threads
 from .vector_exp import exp as _exp
 
 # Channels per task at least: LLVM keeps the channel loops vectorized only for ~48+ channels (its
 # runtime alias checks cost more below; measured: 32-wide blocks ran 2x slower per element than 64-wide).
 _MIN_BLOCK = 64
-
-
-@njit(inline="always")
-def _block(task, nblk, nd):  # noqa: ANN001, ANN202 - numba
-    b = task // nblk
-    j = task % nblk
-    return b, j * nd // nblk, (j + 1) * nd // nblk
 
 
 @njit(inline="always")
@@ -54,7 +46,7 @@ def _conv_fwd_kernel(x, wt, bias, out, silu, nblk, one):  # pragma: no cover - n
     """out (B, L, D) from x (B, L, D), wt (W, D), bias (D,); ``one`` is a 1 of the compute dtype."""
     nb, nl, nd = x.shape
     for task in prange(nb * nblk):
-        b, lo, hi = _block(task, nblk, nd)
+        b, _, _, lo, hi = channel_block(task, nblk, 1, nd)
         for t in range(nl):
             row = out[b, t, lo:hi]
             _pre_row(x, wt, bias, b, t, lo, hi, row)
@@ -69,7 +61,7 @@ def _conv_bwd_kernel(x, wt, bias, gout, gpre, pre, dx, dwt_b, dbias_b, silu, nbl
     nb, nl, nd = x.shape
     nw = wt.shape[0]
     for task in prange(nb * nblk):
-        b, lo, hi = _block(task, nblk, nd)
+        b, _, _, lo, hi = channel_block(task, nblk, 1, nd)
         n = hi - lo
         db = dbias_b[b, lo:hi]
         pr = pre[b, lo:hi]
@@ -113,8 +105,7 @@ def _conv_bwd_kernel(x, wt, bias, gout, gpre, pre, dx, dwt_b, dbias_b, silu, nbl
 
 
 def _num_blocks(batch: int, dim: int) -> int:
-    per_batch = -(-numba.get_num_threads() // max(1, batch))
-    return max(1, min(per_batch, dim // _MIN_BLOCK))
+    return channel_blocks(batch, dim, 1, _MIN_BLOCK)
 
 
 def _scalar(value: float, t: Tensor) -> np.generic:

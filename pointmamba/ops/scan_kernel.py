@@ -9,8 +9,8 @@ The core recurrence, per batch element b and channel d, with state h_t of size N
 Layout is time-major: u, delta, y (batch, L, dim), so one time step of a block of channels is contiguous
 and every inner loop runs over channels. B and C are (batch, groups, L, N). The D skip and the silu(z)
 gate are fused into both kernels (as separate torch ops, with their backward, about 0.1 s of profiled CPU
-time per 16k-point training step);
-delta_bias, softplus and dtype casts stay plain torch in ``selective_scan.py``.
+time per 16k-point training step); delta_bias, softplus and dtype casts stay plain torch in
+``selective_scan.py`` (fusing them too was measured: no gain).
 
 Design (2 Zen3 cores, see ``bench/scan.py``):
 - a task is (b, block of channels of one B/C group); the state h[n, channel] stays in a task-local array.
@@ -35,15 +35,12 @@ Design (2 Zen3 cores, see ``bench/scan.py``):
 """
 from __future__ import annotations
 
-import math
-
-import numba
 import numpy as np
 import torch
 from numba import njit, prange
 from torch import Tensor
 
-from .numba_threads import set_threads
+from .numba_threads import channel_block, channel_blocks, set_threads
 from .vector_exp import exp as _exp
 
 _CHUNK = 32  # time steps between forward checkpoints = the backward's recompute window
@@ -58,15 +55,6 @@ def _block_sum(x, w):  # noqa: ANN001, ANN202 - numba
     return s
 
 
-@njit(inline="always")
-def _block(task, nblk, ng, dpg):  # noqa: ANN001, ANN202 - numba
-    """(b, g, block index, first channel, last channel + 1) of a task; blocks never straddle a B/C group."""
-    b = task // (ng * nblk)
-    g = (task // nblk) % ng
-    j = task % nblk
-    return b, g, j, g * dpg + j * dpg // nblk, g * dpg + (j + 1) * dpg // nblk
-
-
 @njit(parallel=True, fastmath=False, cache=True)
 def _scan_fwd_kernel(u, delta, A, Bt, Ct, Dv, z, has_d, has_z, y, ypre, last, cps, nblk, zero, one):  # pragma: no cover
     """y[b, t, d] = (<C_t, h_t> + D[d] u_t) * silu(z_t) (each part only if has_d / has_z); ypre: y before the
@@ -79,7 +67,7 @@ def _scan_fwd_kernel(u, delta, A, Bt, Ct, Dv, z, has_d, has_z, y, ypre, last, cp
     ns = A.shape[1]
     dpg = nd // ng
     for task in prange(nb * ng * nblk):
-        b, g, j, lo, hi = _block(task, nblk, ng, dpg)
+        b, g, j, lo, hi = channel_block(task, nblk, ng, dpg)
         w = hi - lo
         h = np.empty(ns * w, u.dtype)  # h[n * w + k]: state n of channel lo + k
         at = np.empty(ns * w, u.dtype)
@@ -136,7 +124,7 @@ def _scan_bwd_kernel(u, delta, A, Bt, Ct, Dv, z, ypre, has_d, has_z, cps, gout, 
     ns = A.shape[1]
     dpg = nd // ng
     for task in prange(nb * ng * nblk):
-        b, g, j, lo, hi = _block(task, nblk, ng, dpg)
+        b, g, j, lo, hi = channel_block(task, nblk, ng, dpg)
         w = hi - lo
         sw = ns * w
         at = np.empty(sw, u.dtype)
@@ -248,12 +236,7 @@ _MIN_BLOCK = 16
 
 
 def _num_blocks(batch: int, dim: int, groups: int) -> int:
-    """Channel blocks per (batch element, B/C group): enough tasks for every thread, none too wide or narrow."""
-    dpg = dim // groups
-    threads = numba.get_num_threads()
-    per_group = -(-threads // max(1, batch * groups))  # blocks each (b, g) needs to feed every thread
-    want = max(per_group, -(-dpg // _MAX_BLOCK))
-    return max(1, min(want, dpg // _MIN_BLOCK if dpg >= 2 * _MIN_BLOCK else 1))
+    return channel_blocks(batch, dim, groups, _MIN_BLOCK, _MAX_BLOCK)
 
 
 def _zero_one(t: Tensor) -> tuple[np.generic, np.generic]:

@@ -46,20 +46,18 @@ _DENSE_TABLE_MAX = 1 << 24
 
 @dataclass
 class NeighbourMap:
-    """Which site feeds each site through each kernel offset.
+    """Which site feeds each site through each kernel offset, as a rulebook.
 
-    ``table`` (M, K^3) holds, for every site and flat kernel offset ``(dx * K + dy) * K + dz`` (each in
-    0..K-1, centre K//2), the neighbouring site, or M where that voxel is empty. ``site`` (N,) maps rows to
-    sites where voxels hold several rows, else None (rows are sites). The rulebook: ``pair_in`` and
-    ``pair_out`` (P,) list every (input site, output site) pair of the non-centre offsets, offset by offset;
-    offset o's pairs are ``pair_ptr[o]:pair_ptr[o + 1]`` (the centre offset's range is empty: it pairs
-    every site with itself and is one dense matmul).
+    ``pair_in`` and ``pair_out`` (P,) list every (input site, output site) pair of the non-centre offsets,
+    offset by offset (flat offset ``(dx * K + dy) * K + dz``, each in 0..K-1, centre K//2), output sites
+    ascending within an offset; offset o's pairs are ``pair_ptr[o]:pair_ptr[o + 1]`` (the centre offset's
+    range is empty: it pairs every site with itself and is one dense matmul). ``site`` (N,) maps rows to
+    sites where voxels hold several rows, else None (rows are sites).
     """
 
     kernel_size: int
     num_sites: int
     site: Tensor | None
-    table: Tensor
     pair_in: Tensor
     pair_out: Tensor
     pair_ptr: list[int]
@@ -70,7 +68,7 @@ class NeighbourMap:
 
     @property
     def device(self) -> torch.device:
-        return self.table.device
+        return self.pair_in.device
 
     @property
     def num_pairs(self) -> int:
@@ -150,16 +148,15 @@ def build_neighbour_map(grid_coord: Tensor, batch: Tensor, kernel_size: int) -> 
         if out_idx.numel():
             found[flat] = (out_idx, in_idx)
             found[len(offsets) - 1 - flat] = (in_idx, out_idx)  # the mirrored offset: the same pairs swapped
+    # (site, offset) -> neighbouring site or m: a dense table only on the way to the rulebook, whose
+    # offset-major order (output sites ascending) it gives for free; the centre column stays empty
     table = torch.full((m, len(offsets)), m, dtype=torch.int32 if m < 2**31 - 1 else torch.long, device=key.device)
-    table[:, len(offsets) // 2] = torch.arange(m, device=key.device, dtype=table.dtype)
     for flat, (out_idx, in_idx) in found.items():
         table[out_idx, flat] = in_idx.to(table.dtype)
-    present = table < m
-    present[:, len(offsets) // 2] = False
-    pair_offset, pair_out = present.t().nonzero(as_tuple=True)  # offset-major
+    pair_offset, pair_out = (table < m).t().nonzero(as_tuple=True)
     pair_in = table[pair_out, pair_offset].long()
     counts = torch.bincount(pair_offset, minlength=len(offsets)).cumsum(0).tolist()
-    return NeighbourMap(kernel_size, m, site, table, pair_in, pair_out, [0] + counts)
+    return NeighbourMap(kernel_size, m, site, pair_in, pair_out, [0] + counts)
 
 
 def _cache(point: object) -> dict:
@@ -209,15 +206,16 @@ class _SubMConvFunction(torch.autograd.Function):
         nbr: NeighbourMap = ctx.nbr
         grad_out = grad_out.contiguous()
         wk = _per_offset(weight)
+        groups = nbr.chunks(max(wk.shape[1], wk.shape[2]))
         grad_feat = grad_w = None
         if ctx.needs_input_grad[0]:
             grad_feat = grad_out @ wk[nbr.center].t()
-            for group in nbr.chunks(max(wk.shape[1], wk.shape[2])):
+            for group in groups:
                 _accumulate(grad_feat, grad_out, wk, group, nbr.pair_out, nbr.pair_in, transpose=True)
         if ctx.needs_input_grad[1]:
             gwk = torch.zeros_like(wk)
             torch.mm(feat.t(), grad_out, out=gwk[nbr.center])
-            for group in nbr.chunks(max(wk.shape[1], wk.shape[2])):
+            for group in groups:
                 lo, hi = group[0][1], group[-1][2]
                 src = feat.index_select(0, nbr.pair_in[lo:hi])
                 dst = grad_out.index_select(0, nbr.pair_out[lo:hi])

@@ -19,6 +19,7 @@ setup(
         "matplotlib>=3.7",
         "pyyaml>=6.0",
         "plyfile>=1.0",
+        "gco-wrapper>=3.0",  # graph-cut refinement (engine/graph_cut.py); a binary wheel, nothing compiles
     ],
     extras_require={
         "test": ["pytest>=7"],

@@ -29,7 +29,10 @@ DATA_DEFAULTS: dict[str, Any] = {
     "grid_size": 0.2,  # mm; voxel size of grid sampling and of the network's first grid
     "max_points": 16000,  # point cap per training scan after grid sampling (None: no cap)
     "align": True,  # canonical pose (PCA, occlusal axis up) before augmentation
-    "augment": True,  # training augmentations (rotation, scale, jitter, mirror)
+    # training augmentation: true (DEFAULT_AUGMENT), false (none) or a mapping with DEFAULT_AUGMENT's keys
+    # (keys left out take the defaults; a key set to null turns that step off)
+    "augment": True,
+    "jaw_feature": False,  # add a 7th input channel: +1 upper, -1 lower jaw (model.in_channels must be 7)
     "cache_dir": None,  # preprocessing cache (default: $POINTMAMBA_CACHE or ~/.cache/pointmamba)
     "num_workers": 0,  # DataLoader workers
 }
@@ -52,6 +55,7 @@ TRAIN_DEFAULTS: dict[str, Any] = {
     "device": "auto",  # auto | cpu | cuda
     "label_smoothing": 0.0,
     "progress": True,  # tqdm progress bars
+    "init_from": None,  # fine-tune: start from this checkpoint's weights ("pretrained": the shipped model)
 }
 
 DIAGNOSTICS_DEFAULTS: dict[str, Any] = {
@@ -59,6 +63,15 @@ DIAGNOSTICS_DEFAULTS: dict[str, Any] = {
     "histograms": True,  # gate values and normalized distances as TensorBoard histograms
     "explode_ratio": 0.1,  # flag grad-norm/param-norm above this
     "vanish_ratio": 1e-5,  # flag grad-norm/param-norm below this
+}
+
+INFER_DEFAULTS: dict[str, Any] = {
+    # whole-scan inference (tools/test.py, tools/predict.py); gains measured in docs/results/recipe_shared_scans
+    "mirror_tta": True,  # also predict the mirrored scan (left/right classes swapped) and average
+    "tooth_decoding": True,  # positions assigned along the arch, in order, once per side (engine/tooth_decoding.py)
+    "decoding_width_weight": 0.1,  # weight of the tooth-width prior of the decoding
+    "graph_cut": True,  # smooth labels on the mesh by alpha-expansion (engine/graph_cut.py)
+    "graph_cut_smoothing": 1.0,  # weight of the cut cost against -log p
 }
 
 WARMUP_DEFAULTS: dict[str, Any] = {
@@ -80,6 +93,7 @@ def defaults() -> dict[str, Any]:
             "train": TRAIN_DEFAULTS,
             "diagnostics": DIAGNOSTICS_DEFAULTS,
             "warmup": WARMUP_DEFAULTS,
+            "infer": INFER_DEFAULTS,
         }
     )
 
@@ -178,10 +192,50 @@ def _type_ok(default: Any, value: Any) -> bool:
     return isinstance(value, type(default))
 
 
+def _validate_augment(value: Any) -> None:
+    from .data.augment import DEFAULT_AUGMENT
+
+    if isinstance(value, bool):
+        return
+    if not isinstance(value, dict):
+        raise ConfigError(f"config key 'data.augment' must be true, false or a mapping with keys "
+                          f"{', '.join(sorted(DEFAULT_AUGMENT))}, got {type(value).__name__} {value!r}")
+    try:
+        validate(value, {k: v for k, v in augment_defaults().items()}, "data.augment.")
+        resolve_augment(value)  # value checks (ranges, modes) by the class that applies them
+    except ValueError as exc:
+        raise ConfigError(str(exc).replace("Augment:", "config key 'data.augment':")) from None
+
+
+def augment_defaults() -> dict[str, Any]:
+    """DEFAULT_AUGMENT with lists for tuples (YAML-safe), as the schema of ``data.augment``."""
+    from .data.augment import DEFAULT_AUGMENT
+
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in DEFAULT_AUGMENT.items()}
+
+
+def resolve_augment(value: Any) -> dict[str, Any] | None:
+    """``data.augment`` -> the mapping for :class:`~pointmamba.data.augment.Augment`, or None for off.
+
+    true: the defaults; false/None: off; a mapping: the defaults with its keys replaced."""
+    from .data.augment import Augment
+
+    if value is None or value is False:
+        return None
+    out = augment_defaults()
+    if isinstance(value, dict):
+        out.update(value)
+    Augment(out)  # raises ValueError with the offending key
+    return out
+
+
 def validate(cfg: dict[str, Any], schema: dict[str, Any], where: str = "") -> None:
     """Raise ConfigError for a key not in ``schema`` or a value of the wrong type."""
     for key, value in cfg.items():
         name = f"{where}{key}"
+        if name == "data.augment" and key in schema:
+            _validate_augment(value)
+            continue
         if key not in schema:
             valid = ", ".join(sorted(schema))
             raise ConfigError(f"unknown config key {name!r}; valid keys{' under ' + where[:-1] if where else ''}: {valid}")
@@ -210,6 +264,11 @@ def load_config(path: str | Path | None = None, overrides: Iterable[str] = ()) -
     except ConfigError as exc:
         raise ConfigError(f"{path if path is not None else '<overrides>'}: {exc}") from None
     cfg = merge(cfg, user)
+    want = 7 if cfg["data"]["jaw_feature"] else 6
+    if cfg["model"]["in_channels"] != want:
+        raise ConfigError(f"{path if path is not None else '<overrides>'}: model.in_channels must be {want} with "
+                          f"data.jaw_feature={str(cfg['data']['jaw_feature']).lower()} (coords + normals"
+                          f"{' + jaw' if want == 7 else ''}), got {cfg['model']['in_channels']}")
     if cfg["work_dir"] is None:
         cfg["work_dir"] = str(Path("work_dirs") / (Path(path).stem if path is not None else "default"))
     cfg["_config_path"] = str(path) if path is not None else None

@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
 """Segment your own scans (OBJ/PLY/STL) at full resolution with a trained checkpoint.
 
-    tools/predict.py SCAN [SCAN ...] --checkpoint CKPT [--jaw upper|lower] --out DIR
+    tools/predict.py SCAN [SCAN ...] [--checkpoint CKPT] [--jaw upper|lower] --out DIR [--set infer.KEY=VALUE]
+
+Without --checkpoint the shipped model (pointmamba/pretrained/, see its MODEL_CARD.md) is used.
 
 Writes, per scan, DIR/<stem>.json (Teeth3DS schema: id_patient, jaw, labels per original vertex in file
 order, instances), DIR/<stem>.ply (the mesh coloured by class, with an FDI `label` vertex property) and
-DIR/<stem>.png (a preview). The jaw comes from --jaw, else the file name (*_upper / *_lower).
+DIR/<stem>.png (the shaded mesh coloured by tooth with FDI numbers; with --reference, the reference beside
+it and the wrong vertices marked). The jaw comes from --jaw, else the file name (*_upper / *_lower).
 """
 from __future__ import annotations
 
@@ -16,51 +19,40 @@ from pathlib import Path
 from _common import run_main
 
 
-def preview(path: Path, aligned, classes, colors, title: str) -> None:
-    """Occlusal and side views of the aligned scan, coloured by class (matplotlib Agg)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 2, figsize=(11, 5), gridspec_kw={"width_ratios": [1, 1]})
-    rgb = colors[classes] / 255.0
-    order = aligned[:, 2].argsort()  # draw crowns (high z) last in the occlusal view
-    axes[0].scatter(aligned[order, 0], aligned[order, 1], c=rgb[order], s=0.5, linewidths=0)
-    axes[0].set_title("occlusal view")
-    order = aligned[:, 1].argsort()[::-1]
-    axes[1].scatter(aligned[order, 0], aligned[order, 2], c=rgb[order], s=0.5, linewidths=0)
-    axes[1].set_title("front view")
-    for ax in axes:
-        ax.set_aspect("equal")
-        ax.set_xticks([])
-        ax.set_yticks([])
-    fig.suptitle(title)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("scans", nargs="+", help="mesh files (.obj, .ply, .stl)")
-    parser.add_argument("--checkpoint", required=True, help="checkpoint written by tools/train.py")
+    parser.add_argument("--checkpoint", help="checkpoint written by tools/train.py (default: the shipped model)")
     parser.add_argument("--jaw", choices=("upper", "lower"), help="jaw of every scan (default: from file name)")
     parser.add_argument("--out", required=True, help="output directory")
     parser.add_argument("--device", default="auto", help="auto | cpu | cuda")
     parser.add_argument("--reference", nargs="+", default=[], help="ground-truth Teeth3DS JSON per scan: prints metrics")
+    parser.add_argument("--set", dest="overrides", nargs="+", action="extend", default=[], metavar="KEY=VALUE",
+                        help="inference switches, e.g. --set infer.graph_cut=false infer.mirror_tta=false")
     args = parser.parse_args()
 
     import numpy as np
 
-    from pointmamba.data import class_colors, load_scan, read_labels, save_labels, write_ply
-    from pointmamba.engine.inference import load_trained, segment_scan
+    from pointmamba.config import INFER_DEFAULTS, merge, parse_override, validate
+    from pointmamba.data import class_colors, fdi_to_class, load_scan, read_labels, save_labels, write_ply
+    from pointmamba.engine.inference import infer_options, load_trained, segment_scan
+    from pointmamba.engine.render import render_segmentation
     from pointmamba.engine.trainer import resolve_device
+    from pointmamba.pretrained import resolve_checkpoint
 
     if args.reference and len(args.reference) != len(args.scans):
         raise ValueError(f"--reference needs one JSON per scan ({len(args.scans)}), got {len(args.reference)}")
     device = resolve_device(args.device)
-    model, cfg = load_trained(args.checkpoint, device)
+    user: dict = {}
+    for item in args.overrides:
+        user = merge(user, parse_override(item))
+    if set(user) - {"infer"}:
+        raise ValueError(f"--set takes infer.* keys only here (the model comes from the checkpoint), got {sorted(user)}")
+    validate(user, {"infer": INFER_DEFAULTS})
+    checkpoint = resolve_checkpoint(args.checkpoint)
+    model, cfg = load_trained(checkpoint, device)
+    cfg["infer"] = {**infer_options(cfg), **user.get("infer", {})}
+    print(f"model: {checkpoint}; inference: " + ", ".join(f"{k}={v}" for k, v in cfg["infer"].items()))
     colors = class_colors(cfg["data"]["num_classes"])
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -71,14 +63,16 @@ def main() -> None:
         stem = Path(path).stem
         save_labels(out / f"{stem}.json", pred.fdi, scan.jaw, scan.id_patient)
         write_ply(out / f"{stem}.ply", scan.vertices, scan.faces, colors=colors[pred.classes], labels=pred.fdi)
-        preview(out / f"{stem}.png", pred.aligned, pred.classes, colors, f"{stem} ({scan.jaw}) - predicted")
+        ref = read_labels(args.reference[i], scan.num_vertices) if args.reference else None
+        render_segmentation(out / f"{stem}.png", pred.aligned, scan.faces, pred.fdi, colors, pred.classes,
+                            f"{stem} ({scan.jaw})", None if ref is None else ref.labels,
+                            None if ref is None else fdi_to_class(ref.labels, scan.jaw, cfg["data"]["num_classes"]))
         teeth = sorted(int(t) for t in np.unique(pred.fdi) if t > 0)
         msg = (f"{path}: {scan.num_vertices} vertices, {time.perf_counter() - t0:.2f} s, teeth {teeth} -> "
                f"{out / (stem + '.json')}")
-        if args.reference:
+        if ref is not None:
             from pointmamba.engine.teeth_metrics import teeth_metrics
 
-            ref = read_labels(args.reference[i], scan.num_vertices)
             acc = float((ref.labels == pred.fdi).mean())
             m = teeth_metrics(scan.vertices, ref.labels, pred.fdi, gt_instances=ref.instances)
             msg += f"\n  vs reference: accuracy {acc:.4f}, TSA {m['TSA']:.4f}, TLA {m['TLA']:.4f}, TIR {m['TIR']:.4f}"

@@ -3,7 +3,8 @@
 
     tools/test.py --config FILE --checkpoint CKPT [--split test] [--out DIR] [--set key=value ...]
 
-Metrics are computed on every original vertex (predictions reach them through the grid-sampling map).
+Metrics are computed on every original vertex, predicted exactly as tools/predict.py does (the ``infer``
+config section: mirror test-time augmentation, tooth decoding, graph cut; switch each with --set).
 Writes DIR/metrics.json (overall, per class, per scan), DIR/per_scan.csv, DIR/per_class.csv and
 DIR/confusion.png (default DIR: <checkpoint dir>/test_<split>).
 """
@@ -26,15 +27,13 @@ def main() -> None:
     args = parser.parse_args()
 
     import numpy as np
-    import torch
     from tqdm import tqdm
 
     from pointmamba.config import load_config
-    from pointmamba.data import CLASS_NAMES, class_to_fdi, collate
+    from pointmamba.data import CLASS_NAMES, fdi_to_class, load_scan
     from pointmamba.engine.confusion_plot import plot_confusion
     from pointmamba.engine.datasets import build_dataset
-    from pointmamba.engine.evaluate import autocast
-    from pointmamba.engine.inference import load_trained
+    from pointmamba.engine.inference import load_trained, segment_scan
     from pointmamba.engine.metrics import ConfusionMatrix
     from pointmamba.engine.teeth_metrics import aggregate_teeth_metrics, teeth_metrics
     from pointmamba.engine.trainer import resolve_device
@@ -49,37 +48,32 @@ def main() -> None:
 
     cm = ConfusionMatrix(num_classes)
     rows = []
-    with torch.no_grad():
-        for i in tqdm(range(len(dataset)), desc=f"test {args.split}"):
-            item = dataset[i]
-            batch = collate([item]).to(device)
-            with autocast(device, bool(cfg["train"]["amp"])):
-                logits = model(batch)
-            pred = logits.float().argmax(1)[batch.extra["inverse"]].cpu().numpy()
-            target = item["vertex_segment"]
-            scan_cm = ConfusionMatrix(num_classes).update(pred, target)
-            cm.merge(scan_cm)
-            row = {"name": item["name"], "jaw": item["jaw"], "vertices": int(item["num_vertices"]),
-                   "accuracy": scan_cm.accuracy(), "miou": scan_cm.miou()}
-            raw = dataset.preprocessed(i)
-            if "labels" in raw:
-                gt_fdi = raw["labels"].astype(np.int64)
-                pred_fdi = class_to_fdi(pred, item["jaw"], num_classes)
-                tm = teeth_metrics(raw["vertices"].astype(np.float64), gt_fdi, pred_fdi)
-                row.update({k: tm[k] for k in ("TSA", "TLA", "TIR", "score")})
-                row["_teeth"] = tm
-            rows.append(row)
+    for i in tqdm(range(len(dataset)), desc=f"test {args.split}"):
+        scan = load_scan(dataset.paths[i])
+        pred = segment_scan(model, scan, cfg, device)
+        if scan.labels is None:
+            raise ValueError(f"{dataset.paths[i]}: no label file beside the mesh: tools/test.py needs labels")
+        target = fdi_to_class(scan.labels, scan.jaw, num_classes)
+        scan_cm = ConfusionMatrix(num_classes).update(pred.classes, target)
+        cm.merge(scan_cm)
+        row = {"name": dataset.names[i], "jaw": scan.jaw, "vertices": int(scan.num_vertices),
+               "accuracy": scan_cm.accuracy(), "miou": scan_cm.miou()}
+        tm = teeth_metrics(scan.vertices.astype(np.float64), scan.labels.astype(np.int64), pred.fdi)
+        row.update({k: tm[k] for k in ("TSA", "TLA", "TIR", "score")})
+        row["_teeth"] = tm
+        rows.append(row)
 
     names = CLASS_NAMES[num_classes]
-    overall = {"accuracy": cm.accuracy(), "miou": cm.miou(), "mdice": cm.mean_dice(), "num_scans": len(rows)}
+    overall = {"accuracy": cm.accuracy(), "miou": cm.miou(), "mdice": cm.mean_dice(),
+               "mean_scan_miou": float(np.mean([r["miou"] for r in rows])), "num_scans": len(rows)}
     teeth_rows = [r.pop("_teeth") for r in rows if "_teeth" in r]
     if teeth_rows:
         overall.update({k: v for k, v in aggregate_teeth_metrics(teeth_rows).items() if k != "num_jaws"})
     per_class = [{"class": c, "name": names[c], "iou": float(cm.iou()[c]), "dice": float(cm.dice()[c])}
                  for c in range(num_classes)]
     (out / "metrics.json").write_text(json.dumps(
-        {"checkpoint": str(args.checkpoint), "split": args.split, "overall": overall, "per_class": per_class,
-         "per_scan": rows}, indent=2, default=float))
+        {"checkpoint": str(args.checkpoint), "split": args.split, "infer": cfg.get("infer"), "overall": overall, "per_class": per_class,
+         "per_scan": rows, "confusion": cm.matrix.tolist()}, indent=2, default=float))
     for name, table in (("per_scan.csv", rows), ("per_class.csv", per_class)):
         with open(out / name, "w", newline="") as fh:
             writer = csv.DictWriter(fh, fieldnames=list(table[0]))

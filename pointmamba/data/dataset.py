@@ -114,6 +114,7 @@ class Teeth3DSDataset:
         seed: int = 0,
         mode: str | None = None,
         in_memory: bool = False,
+        jaw_feature: bool = False,
     ) -> None:
         self.root = Path(root)
         if not self.root.is_dir():
@@ -135,6 +136,7 @@ class Teeth3DSDataset:
             cache_dir = default_cache_dir()
         self.cache_dir = Path(cache_dir) if cache_dir is not False else None
         self.in_memory = in_memory
+        self.jaw_feature = bool(jaw_feature)
         self._memory: dict[str, dict[str, np.ndarray]] = {}
         self.epoch = 0
 
@@ -231,15 +233,21 @@ class Teeth3DSDataset:
         if not 0 <= index < len(self):
             raise IndexError(f"index {index} out of range for {len(self)} scans")
         return make_item(self.preprocessed(index), self.names[index], self.num_classes, self.grid_size,
-                         self.align, self.mode, self.rng(index), self.augment, self.max_points)
+                         self.align, self.mode, self.rng(index), self.augment, self.max_points,
+                         jaw_feature=self.jaw_feature)
 
 
 def make_item(d: Mapping[str, np.ndarray], name: str, num_classes: int, grid_size: float | None,
               align: bool = True, mode: str = "test", rng: np.random.Generator | None = None,
-              augment: Augment | None = None, max_points: int | None = None) -> dict[str, Any]:
+              augment: Augment | None = None, max_points: int | None = None,
+              jaw_feature: bool = False) -> dict[str, Any]:
     """One model input from preprocessed arrays (see :func:`preprocess`): align (optional), centre,
     augment (optional), grid sample, point cap. The dataset and whole-scan inference both use it, so a
-    user's scan is prepared exactly like the eval split."""
+    user's scan is prepared exactly like the eval split.
+
+    ``jaw_feature`` appends a constant channel, +1 for an upper and -1 for a lower jaw: the 17-class
+    scheme gives 11 and 31 one class, and lower teeth are narrower, so without it the network must guess
+    the jaw from shape to know where each tooth position lies."""
     jaw = str(d["jaw"]) or None
     coord = d["vertices"].astype(np.float64)
     normal = d["normals"].astype(np.float64)
@@ -261,9 +269,15 @@ def make_item(d: Mapping[str, np.ndarray], name: str, num_classes: int, grid_siz
     else:
         vertex_segment = np.full(len(coord), IGNORE_INDEX, dtype=np.int64)
     c = coord[index_rows].astype(np.float32)
+    feats = [c, normal[index_rows].astype(np.float32)]
+    if jaw_feature:
+        if jaw not in JAWS:
+            raise ValueError(f"{name}: jaw unknown, but the model takes the jaw as input: name the file "
+                             "*_upper / *_lower or pass --jaw upper|lower")
+        feats.append(np.full((len(c), 1), 1.0 if jaw == "upper" else -1.0, dtype=np.float32))
     return {
         "coord": c,
-        "feat": np.concatenate([c, normal[index_rows].astype(np.float32)], 1),
+        "feat": np.concatenate(feats, 1),
         "segment": vertex_segment[index_rows],
         "index": index_rows,
         "inverse": inverse,

@@ -35,6 +35,7 @@ def ensure_data(cfg: dict[str, Any], log: Any = print) -> Path:
 def build_dataset(cfg: dict[str, Any], split: str, train: bool) -> Any:
     """The Teeth3DS dataset for ``split`` in {train, val, test}: explicit name list, else the split file
     ``<split_dir>/<name>.txt``; a split named ``all`` takes every scan under the root."""
+    from ..config import resolve_augment
     from ..data import Teeth3DSDataset
 
     d = cfg["data"]
@@ -59,11 +60,12 @@ def build_dataset(cfg: dict[str, Any], split: str, train: bool) -> Any:
         jaw=d["jaw"],
         grid_size=d["grid_size"],
         max_points=d["max_points"] if train else None,
-        augment={} if (train and d["augment"]) else None,
+        augment=resolve_augment(d["augment"]) if train else None,
         align=d["align"],
         cache_dir=d["cache_dir"],
         seed=cfg["seed"],
         mode="train" if train else "test",  # train: a random point per voxel; test: deterministic
+        jaw_feature=bool(d.get("jaw_feature", False)),
     )
 
 

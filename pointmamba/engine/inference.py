@@ -51,30 +51,91 @@ def load_trained(checkpoint: str | Path, device: torch.device,
     return model.to(device).eval(), config
 
 
+def infer_options(cfg: dict[str, Any]) -> dict[str, Any]:
+    """The ``infer`` section of ``cfg`` over its defaults (checkpoints older than it have none)."""
+    from ..config import INFER_DEFAULTS
+
+    return {**INFER_DEFAULTS, **(cfg.get("infer") or {})}
+
+
+def _jaw_classes(num_classes: int, jaw: str | None) -> np.ndarray | None:
+    """Class ids a scan of ``jaw`` may take (None: all): the 33-class scheme holds both jaws."""
+    if num_classes != 33 or jaw is None:
+        return None
+    teeth = np.arange(1, 17) if jaw == "upper" else np.arange(17, 33)
+    return np.concatenate([[0], teeth])
+
+
 @torch.no_grad()
+def vertex_probabilities(model: nn.Module, arrays: dict[str, np.ndarray], name: str, cfg: dict[str, Any],
+                         device: torch.device, mirror_tta: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Class probabilities (V, C) of every vertex of preprocessed ``arrays`` and the 4x4 transform to the
+    canonical frame. ``mirror_tta`` also predicts the scan mirrored across the sagittal plane, swaps the
+    left/right classes back and averages the two."""
+    from ..data import collate, mirror_class
+    from ..data.augment import Augment
+    from ..data.dataset import make_item
+
+    d = cfg["data"]
+    views = [None, Augment({"mirror": 1.0})] if mirror_tta else [None]
+    total = None
+    transform = None
+    for aug in views:
+        item = make_item(arrays, name=name, num_classes=d["num_classes"], grid_size=d["grid_size"],
+                         align=d["align"], mode="test", rng=np.random.default_rng(0), augment=aug,
+                         jaw_feature=bool(d.get("jaw_feature", False)))
+        batch = collate([item]).to(device)
+        with autocast(device, bool(cfg["train"]["amp"])):
+            logits = model(batch)
+        probs = torch.softmax(logits.float(), 1)[batch.extra["inverse"]].cpu().numpy().astype(np.float64)
+        if aug is not None:
+            probs = probs[:, mirror_class(np.arange(probs.shape[1]), d["num_classes"])]
+        else:
+            transform = np.asarray(item["transform"])
+        total = probs if total is None else total + probs
+    assert total is not None and transform is not None
+    return total / len(views), transform
+
+
+def refine(probs: np.ndarray, aligned: np.ndarray, faces: np.ndarray, normals: np.ndarray, jaw: str | None,
+           num_classes: int, options: dict[str, Any]) -> np.ndarray:
+    """Per-vertex class ids from probabilities: restrict to the jaw's classes, tooth decoding and graph
+    cut as ``options`` (the ``infer`` config section) switch them."""
+    from .graph_cut import graph_cut
+    from .tooth_decoding import decode_teeth
+
+    keep = _jaw_classes(num_classes, jaw)
+    if keep is not None:
+        masked = np.zeros_like(probs)
+        masked[:, keep] = probs[:, keep]
+        probs = masked / np.maximum(masked.sum(1, keepdims=True), 1e-12)
+    if options["tooth_decoding"] and jaw is not None:
+        probs = decode_teeth(aligned, probs, jaw, num_classes, width_weight=options["decoding_width_weight"])
+    if options["graph_cut"] and len(faces):
+        return graph_cut(probs, aligned, faces, normals, smoothing=options["graph_cut_smoothing"])
+    return probs.argmax(1)
+
+
 def segment_scan(model: nn.Module, scan: Any, cfg: dict[str, Any], device: torch.device) -> Prediction:
     """Predict every vertex of ``scan`` (a ``pointmamba.data.Scan``) at full resolution.
 
     The scan is preprocessed exactly as the eval split is (canonical pose, centring, normals, grid
-    sampling in test mode); every vertex takes the prediction of its voxel's representative point.
+    sampling in test mode); every vertex takes its voxel representative's probabilities, then the
+    ``infer`` options (mirror test-time augmentation, tooth decoding, graph cut) apply.
     """
-    from ..data import class_to_fdi, collate
-    from ..data.dataset import make_item, preprocess_scan
+    from ..data import class_to_fdi
+    from ..data.dataset import preprocess_scan
+    from ..data.mesh import apply_transform
 
     d = cfg["data"]
     if d["num_classes"] == 17 and scan.jaw is None:
         raise ValueError(f"{scan.path}: jaw unknown: name the file *_upper / *_lower or pass --jaw upper|lower "
                          "(the 17-class model numbers teeth per jaw)")
+    options = infer_options(cfg)
     arrays = {k: v for k, v in preprocess_scan(scan).items() if k != "labels"}
-    item = make_item(arrays, name=scan.name, num_classes=d["num_classes"], grid_size=d["grid_size"],
-                     align=d["align"], mode="test")
-    batch = collate([item]).to(device)
-    with autocast(device, bool(cfg["train"]["amp"])):
-        logits = model(batch)
-    probs_rows = torch.softmax(logits.float(), 1)
-    probs = probs_rows[batch.extra["inverse"]].cpu().numpy()
-    classes = probs.argmax(1)
+    probs, transform = vertex_probabilities(model, arrays, scan.name, cfg, device, options["mirror_tta"])
+    aligned = apply_transform(scan.vertices.astype(np.float64), transform)
+    normals = apply_transform(arrays["normals"].astype(np.float64), transform, direction=True)
+    classes = refine(probs, aligned, scan.faces, normals, scan.jaw, d["num_classes"], options)
     fdi = class_to_fdi(classes, scan.jaw, d["num_classes"])
-    transform = np.asarray(item["transform"])
-    aligned = scan.vertices @ transform[:3, :3].T + transform[:3, 3]
     return Prediction(classes=classes, fdi=fdi, probs=probs, aligned=aligned)

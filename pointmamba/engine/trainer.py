@@ -70,6 +70,8 @@ class Trainer:
             self.val_loader = build_loader(build_dataset(cfg, "val", train=False), cfg, train=False, dist=self.dist)
 
         self.net: nn.Module = build_model(cfg).to(self.device)
+        if t["init_from"] and not resume:
+            self._init_from(t["init_from"])
         self.model: nn.Module = self.net
         if self.dist.enabled:
             # RelPos modules switched off by the warm-up hook leave parameters without gradients
@@ -108,6 +110,22 @@ class Trainer:
             self.resume(self.work_dir / "last.pth")
 
     # ------------------------------------------------------------------ helpers
+    def _init_from(self, name: str) -> None:
+        """Fine-tuning: load the weights (not the optimizer or schedule) of a checkpoint or the shipped model."""
+        from ..pretrained import resolve_checkpoint
+
+        path = resolve_checkpoint(name)
+        state = load_checkpoint(path, map_location=self.device)
+        own = self.net.state_dict()
+        bad = [k for k, v in state["model"].items() if k not in own or own[k].shape != v.shape]
+        missing = [k for k in own if k not in state["model"]]
+        if bad or missing:
+            raise ValueError(f"train.init_from={name!r} ({path}): the weights do not fit model config "
+                             f"({len(bad)} unexpected or differently shaped, {len(missing)} missing, e.g. "
+                             f"{(bad + missing)[0]}); use the checkpoint's model section")
+        self.net.load_state_dict(state["model"])
+        self.log(f"initialized from {path}")
+
     def _split_exists(self, split: str) -> bool:
         d = self.cfg["data"]
         split_dir = Path(d["split_dir"] or d["root"]).expanduser()

@@ -1,0 +1,45 @@
+"""The model that ships with pointmamba, and the compact format it is stored in.
+
+``DEFAULT_MODEL`` is what ``tools/predict.py`` and ``tools/test.py`` use without ``--checkpoint`` and what
+``train.init_from: pretrained`` fine-tunes from. Its provenance (training data, recipe, measured
+figures) is in ``MODEL_CARD.md`` beside it. A compact file holds float16 weights, the training config and
+the RelPos warm-up state; nothing but tensors and plain values, so it loads with
+``torch.load(weights_only=True)``, and ``load_trained`` reads it like any checkpoint.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+
+HERE = Path(__file__).resolve().parent
+DEFAULT_MODEL = HERE / "teeth17_small_data.pth"
+FORMAT = "pointmamba-compact-1"
+
+
+def resolve_checkpoint(name: str | Path | None) -> Path:
+    """``None`` or ``"pretrained"``: the shipped model; anything else: that path."""
+    if name is None or str(name) == "pretrained":
+        if not DEFAULT_MODEL.is_file():
+            raise FileNotFoundError(f"{DEFAULT_MODEL}: the shipped model is missing from this installation; "
+                                    "pass --checkpoint FILE")
+        return DEFAULT_MODEL
+    return Path(name)
+
+
+def export_compact(state: dict[str, Any], out: str | Path, provenance: dict[str, Any] | None = None) -> Path:
+    """Write a checkpoint's weights as float16 with its config and warm-up state (no optimizer, no RNG)."""
+    from ..engine.checkpoint import save_checkpoint
+
+    model = {k: (v.half() if v.is_floating_point() else v) for k, v in state["model"].items()}
+    compact = {
+        "format": FORMAT,
+        "model": model,
+        "config": state["config"],
+        "hooks": {"warmup": dict(state.get("hooks", {}).get("warmup", {}))},
+        "epoch": int(state.get("epoch", 0)),
+        "provenance": dict(provenance or {}),
+    }
+    save_checkpoint(compact, out)
+    return Path(out)

@@ -1,0 +1,80 @@
+"""``data.augment`` through the path a user takes: config -> dataset -> items; and the jaw input channel."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pointmamba.config import ConfigError, load_config, resolve_augment
+from pointmamba.data import mirror_class
+from pointmamba.engine.datasets import build_dataset
+
+from support.tiny import tiny_overrides, write_synthetic
+
+
+@pytest.fixture(scope="module")
+def synth(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_synthetic(tmp_path_factory.mktemp("aug") / "synth")
+
+
+def _train_set(synth: Path, tmp_path: Path, *extra: str):
+    cfg = load_config(None, tiny_overrides(synth, tmp_path / "w") + ["data.grid_size=0", "data.max_points=null",
+                                                                     *extra])
+    return build_dataset(cfg, "train", train=True)
+
+
+def test_default_config_augments_and_epochs_differ(synth: Path, tmp_path: Path) -> None:
+    ds = _train_set(synth, tmp_path)
+    assert ds.augment is not None
+    ds.set_epoch(0)
+    a = ds[0]["coord"]
+    ds.set_epoch(1)
+    b = ds[0]["coord"]
+    assert a.shape == b.shape and not np.allclose(a, b, atol=1e-3)
+
+
+def test_augment_false_is_off_and_reproducible(synth: Path, tmp_path: Path) -> None:
+    ds = _train_set(synth, tmp_path, "data.augment=false")
+    assert ds.augment is None
+    ds.set_epoch(0)
+    a = ds[0]["coord"]
+    ds.set_epoch(1)
+    np.testing.assert_array_equal(a, ds[0]["coord"])
+
+
+def test_mirror_only_swaps_labels_and_negates_x(synth: Path, tmp_path: Path) -> None:
+    plain = _train_set(synth, tmp_path, "data.augment=false")[0]
+    mirrored = _train_set(synth, tmp_path, "data.augment={mirror: 1.0, rotate: null, scale: null, jitter: 0.0}")[0]
+    np.testing.assert_allclose(mirrored["coord"][:, 0], -plain["coord"][:, 0], atol=1e-5)
+    np.testing.assert_allclose(mirrored["coord"][:, 1:], plain["coord"][:, 1:], atol=1e-5)
+    np.testing.assert_array_equal(mirrored["segment"], mirror_class(plain["segment"], 17))
+    assert (plain["segment"] != mirrored["segment"]).any()  # the synthetic jaw has teeth on both sides
+
+
+def test_partial_mapping_keeps_other_defaults() -> None:
+    out = resolve_augment({"mirror": 0.0})
+    assert out["mirror"] == 0.0 and out["rotate"] == "z" and out["scale"] == [0.9, 1.1]
+    assert resolve_augment(True)["mirror"] == 0.5 and resolve_augment(False) is None
+
+
+@pytest.mark.parametrize("value, words", [
+    ("{mirrror: 0.5}", "mirrror"),
+    ("{mirror: 2.0}", "mirror"),
+    ("{rotate: sideways}", "rotate"),
+    ("{scale: [1.2, 0.9]}", "scale"),
+    ("maybe", "data.augment"),
+])
+def test_bad_augment_values_name_the_key(value: str, words: str) -> None:
+    with pytest.raises(ConfigError, match=words):
+        load_config(None, [f"data.augment={value}"])
+
+
+def test_jaw_feature_channel_and_config_check(synth: Path, tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="in_channels must be 7"):
+        load_config(None, ["data.jaw_feature=true"])
+    ds = _train_set(synth, tmp_path, "data.jaw_feature=true", "model.in_channels=7")
+    for i in range(len(ds)):
+        item = ds[i]
+        assert item["feat"].shape[1] == 7
+        np.testing.assert_array_equal(item["feat"][:, 6], 1.0 if item["jaw"] == "upper" else -1.0)

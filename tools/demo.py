@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
-"""The demo: train on procedural synthetic jaws for a few minutes on CPU, then segment an unseen jaw.
+"""The demo: segment real scans with the shipped model, then fine-tune it briefly on real scans.
 
-    python tools/demo.py [--set key=value ...]
+    python tools/demo.py              # real scans (data/samples) with the shipped model + a short fine-tune
+    python tools/demo.py --synthetic  # the synthetic demo: train on procedural jaws, segment an unseen one
 
-Writes work_dirs/demo/ (checkpoints, TensorBoard, metrics) and work_dirs/demo/predict/ (JSON, PLY, PNG).
+Writes work_dirs/demo/real/ (JSON, coloured PLY and a rendered PNG per scan, with the reference beside the
+prediction) and work_dirs/demo/finetune/ (checkpoints, TensorBoard, metrics).
 """
 from __future__ import annotations
 
@@ -15,17 +17,32 @@ from pathlib import Path
 from _common import run_main
 
 ROOT = Path(__file__).resolve().parents[1]
+SAMPLES = ROOT / "data" / "samples"
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--set", dest="overrides", nargs="+", action="extend", default=[], metavar="KEY=VALUE")
-    args = parser.parse_args()
-    work = ROOT / "work_dirs" / "demo"
-    py = sys.executable
-    cmd = [py, str(ROOT / "tools" / "train.py"), "--config", str(ROOT / "configs" / "demo.yaml"), "--work-dir", str(work)]
-    if args.overrides:
-        cmd += ["--set", *args.overrides]
+def real_demo(py: str, work: Path) -> None:
+    scans = sorted(SAMPLES.glob("*/*.obj"))
+    if not scans:
+        raise FileNotFoundError(f"{SAMPLES}: no sample scans (they ship with the checkout)")
+    out = work / "real"
+    print(f"== 1. segmenting {len(scans)} real scans with the shipped model (pointmamba/pretrained/)")
+    subprocess.run([py, str(ROOT / "tools" / "predict.py"), *map(str, scans), "--out", str(out),
+                    "--reference", *(str(s.with_suffix(".json")) for s in scans)], check=True, cwd=ROOT)
+    print(f"   pictures: {', '.join(str(out / (s.stem + '.png')) for s in scans)}")
+    print("\n== 2. fine-tuning the shipped model on two of them for a few steps (configs/demo_finetune.yaml)")
+    subprocess.run([py, str(ROOT / "tools" / "train.py"), "--config", str(ROOT / "configs" / "demo_finetune.yaml"),
+                    "--work-dir", str(work / "finetune"), "--overwrite"], check=True, cwd=ROOT)
+    print("\nDemo finished.")
+    print(f"  predictions : {out}/<scan>.json (Teeth3DS), .ply (coloured mesh), .png (rendered)")
+    print(f"  fine-tune   : {work / 'finetune'} (best.pth, TensorBoard: tensorboard --logdir {work / 'finetune' / 'tb'})")
+    print("  synthetic   : python tools/demo.py --synthetic")
+
+
+def synthetic_demo(py: str, work: Path, overrides: list[str]) -> None:
+    cmd = [py, str(ROOT / "tools" / "train.py"), "--config", str(ROOT / "configs" / "demo.yaml"), "--work-dir",
+           str(work), "--overwrite"]
+    if overrides:
+        cmd += ["--set", *overrides]
     subprocess.run(cmd, check=True, cwd=ROOT)
 
     from pointmamba.data import save_labels, synthetic_jaw
@@ -41,11 +58,22 @@ def main() -> None:
     subprocess.run([py, str(ROOT / "tools" / "predict.py"), str(obj), "--checkpoint", str(work / "best.pth"),
                     "--out", str(out), "--reference", str(scan_dir / "DEMO0001_upper.reference.json")],
                    check=True, cwd=ROOT)
-    print("\nDemo finished.")
+    print("\nSynthetic demo finished.")
     print(f"  checkpoints   : {work / 'best.pth'} , {work / 'last.pth'}")
     print(f"  TensorBoard   : tensorboard --logdir {work / 'tb'}")
-    print(f"  predictions   : {out / 'DEMO0001_upper.json'} (Teeth3DS JSON)")
-    print(f"                  {out / 'DEMO0001_upper.ply'} (coloured mesh), {out / 'DEMO0001_upper.png'} (preview)")
+    print(f"  predictions   : {out / 'DEMO0001_upper.json'} (Teeth3DS JSON), .ply, .png")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--synthetic", action="store_true", help="the synthetic demo (train from scratch)")
+    parser.add_argument("--set", dest="overrides", nargs="+", action="extend", default=[], metavar="KEY=VALUE",
+                        help="config overrides for the synthetic demo's training")
+    args = parser.parse_args()
+    if args.synthetic:
+        synthetic_demo(sys.executable, ROOT / "work_dirs" / "demo_synthetic", args.overrides)
+    else:
+        real_demo(sys.executable, ROOT / "work_dirs" / "demo")
 
 
 if __name__ == "__main__":

@@ -73,9 +73,14 @@ def main() -> None:
         if ref is not None:
             from pointmamba.engine.teeth_metrics import teeth_metrics
 
+            from pointmamba.engine.metrics import ConfusionMatrix
+
             acc = float((ref.labels == pred.fdi).mean())
+            num_classes = cfg["data"]["num_classes"]
+            miou = ConfusionMatrix(num_classes).update(
+                pred.classes, fdi_to_class(ref.labels, scan.jaw, num_classes)).miou()
             m = teeth_metrics(scan.vertices, ref.labels, pred.fdi, gt_instances=ref.instances)
-            msg += f"\n  vs reference: accuracy {acc:.4f}, TSA {m['TSA']:.4f}, TLA {m['TLA']:.4f}, TIR {m['TIR']:.4f}"
+            msg += f"\n  vs reference: accuracy {acc:.4f}, mIoU {miou:.4f}, TSA {m['TSA']:.4f}, TLA {m['TLA']:.4f}, TIR {m['TIR']:.4f}"
         print(msg)
 
 

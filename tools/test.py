@@ -21,9 +21,12 @@ from _common import add_config_args, run_main
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_config_args(parser)
-    parser.add_argument("--checkpoint", required=True)
+    parser.add_argument("--checkpoint", help="checkpoint to evaluate (default: the shipped model)")
     parser.add_argument("--split", default="test", choices=("train", "val", "test"))
     parser.add_argument("--out", help="output directory")
+    parser.add_argument("--compare-infer", action="store_true",
+                        help="also measure every inference switch on its own (network run once per scan) -> "
+                             "DIR/infer_switches.md")
     args = parser.parse_args()
 
     import numpy as np
@@ -40,11 +43,21 @@ def main() -> None:
 
     cfg = load_config(args.config, args.overrides)
     device = resolve_device(cfg["train"]["device"])
+    from pointmamba.pretrained import resolve_checkpoint
+
+    args.checkpoint = resolve_checkpoint(args.checkpoint)
     model, cfg = load_trained(args.checkpoint, device, config=cfg)
     num_classes = cfg["data"]["num_classes"]
     dataset = build_dataset(cfg, args.split, train=False)
     out = Path(args.out) if args.out else Path(args.checkpoint).parent / f"test_{args.split}"
     out.mkdir(parents=True, exist_ok=True)
+
+    if args.compare_infer:
+        from pointmamba.engine.infer_switches import compare_switches
+
+        table = compare_switches(model, dataset, cfg, device)
+        (out / "infer_switches.md").write_text(table)
+        print(table)
 
     cm = ConfusionMatrix(num_classes)
     rows = []

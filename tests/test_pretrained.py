@@ -1,0 +1,49 @@
+"""The shipped model: compact format, default of the tools, and its accuracy on a scan it did not train on."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from pointmamba.pretrained import DEFAULT_MODEL, FORMAT, resolve_checkpoint
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def test_shipped_model_is_small_and_loads_without_pickle_code() -> None:
+    assert DEFAULT_MODEL.is_file() and DEFAULT_MODEL.stat().st_size < 30 * 2**20
+    state = torch.load(DEFAULT_MODEL, map_location="cpu", weights_only=True)
+    assert state["format"] == FORMAT
+    assert all(v.dtype != torch.float32 for v in state["model"].values())  # float16 weights
+    assert resolve_checkpoint(None) == DEFAULT_MODEL == resolve_checkpoint("pretrained")
+
+
+def test_shipped_model_segments_an_unseen_real_scan() -> None:
+    from pointmamba.data import load_scan
+    from pointmamba.engine.inference import load_trained, segment_scan
+
+    scan = load_scan(ROOT / "data" / "samples" / "MSN021" / "MSN021_lower.obj")
+    model, cfg = load_trained(DEFAULT_MODEL, torch.device("cpu"))
+    pred = segment_scan(model, scan, cfg, torch.device("cpu"))
+    accuracy = float((pred.fdi == scan.labels).mean())
+    assert accuracy >= ACCURACY_MSN021_LOWER, accuracy
+    assert set(np.unique(pred.fdi)) <= {0, *range(31, 39), *range(41, 49)}
+
+
+def test_fine_tune_starts_from_the_shipped_weights(tmp_path: Path) -> None:
+    from pointmamba.config import load_config
+    from pointmamba.engine.trainer import Trainer
+
+    cfg = load_config(ROOT / "configs" / "demo_finetune.yaml",
+                      [f"work_dir={tmp_path / 'w'}", f"data.root={ROOT / 'data' / 'samples'}", f"data.cache_dir={tmp_path / 'c'}", "train.progress=false"])
+    trainer = Trainer(cfg)
+    shipped = torch.load(DEFAULT_MODEL, map_location="cpu", weights_only=True)["model"]
+    for name, value in trainer.net.state_dict().items():
+        torch.testing.assert_close(value, shipped[name].to(value.dtype))
+    trainer.close()
+
+
+ACCURACY_MSN021_LOWER = 0.85

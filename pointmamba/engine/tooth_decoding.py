@@ -87,14 +87,17 @@ def _segment_side(cost: np.ndarray, length: np.ndarray, count: np.ndarray, width
 
 
 def decode_teeth(coord: np.ndarray, probs: np.ndarray, jaw: str, num_classes: int = 17,
-                 width_weight: float = 0.1, bin_deg: float = 1.0, tolerance_mm: float = 1.5) -> np.ndarray:
+                 width_weight: float = 0.1, bin_deg: float = 1.0, tolerance_mm: float = 1.5,
+                 labels: np.ndarray | None = None) -> np.ndarray:
     """Probabilities (V, C) with the classes the arch decoding rules out set to 0 (see module doc).
 
-    ``coord`` (V, 3): vertices in the canonical frame (crowns +z, incisors towards +y), in mm."""
+    ``coord`` (V, 3): vertices in the canonical frame (crowns +z, incisors towards +y), in mm. ``labels``
+    (V,): a cleaner labelling (e.g. a graph cut's) that decides which vertices are teeth;
+    default the argmax of ``probs``."""
     probs = np.asarray(probs, dtype=np.float64)
     if jaw not in TOOTH_WIDTH_MM:
         raise ValueError(f"decode_teeth: jaw must be 'upper' or 'lower', got {jaw!r}")
-    pred = probs.argmax(1)
+    pred = probs.argmax(1) if labels is None else np.asarray(labels)
     tooth = np.flatnonzero(pred != 0)
     if len(tooth) < 10:
         return probs

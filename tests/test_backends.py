@@ -123,3 +123,25 @@ def test_forced_backend_errors(monkeypatch):
         selective_scan(x, x.abs(), -torch.ones(2, 3), torch.randn(1, 3, 5), torch.randn(1, 3, 5))
     assert issubclass(BackendError, ValueError)  # the tools print it as one line and exit 2
 
+
+def test_tools_verbose_flag_and_start_up_report(capsys):
+    """tools/_common.parse_args: --verbose configures the pointmamba loggers at DEBUG; the report goes to stderr."""
+    import argparse
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "tools" / "_common.py"
+    spec = importlib.util.spec_from_file_location("tools_common_under_test", path)
+    common = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(common)
+    logger = logging.getLogger("pointmamba")
+    saved = (logger.level, list(logger.handlers))
+    try:
+        args = common.parse_args(argparse.ArgumentParser(), ["--verbose"])
+        assert args.verbose and logger.getEffectiveLevel() == logging.DEBUG
+        assert "pointmamba backends on cpu: scan=numba" in capsys.readouterr().err
+        common.parse_args(argparse.ArgumentParser(), [])
+        assert logger.getEffectiveLevel() == logging.WARNING and len(logger.handlers) == len(saved[1]) + 1
+    finally:
+        logger.setLevel(saved[0])
+        logger.handlers[:] = saved[1]

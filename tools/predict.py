@@ -13,7 +13,7 @@ import argparse
 import time
 from pathlib import Path
 
-from _common import run_main
+from _common import parse_args, run_main
 
 
 def preview(path: Path, aligned, classes, colors, title: str) -> None:
@@ -49,7 +49,7 @@ def main() -> None:
     parser.add_argument("--out", required=True, help="output directory")
     parser.add_argument("--device", default="auto", help="auto | cpu | cuda")
     parser.add_argument("--reference", nargs="+", default=[], help="ground-truth Teeth3DS JSON per scan: prints metrics")
-    args = parser.parse_args()
+    args = parse_args(parser)
 
     import numpy as np
 

@@ -14,7 +14,7 @@ import csv
 import json
 from pathlib import Path
 
-from _common import add_config_args, run_main
+from _common import add_config_args, parse_args, run_main
 
 
 def main() -> None:
@@ -23,7 +23,7 @@ def main() -> None:
     parser.add_argument("--checkpoint", required=True)
     parser.add_argument("--split", default="test", choices=("train", "val", "test"))
     parser.add_argument("--out", help="output directory")
-    args = parser.parse_args()
+    args = parse_args(parser)
 
     import numpy as np
     import torch

@@ -31,7 +31,7 @@ from torch import Tensor
 
 
 CHUNK = 16  # T. The loops run ~20 T sequential ops per fwd+bwd; larger T only saves log-depth chunk work
-# (fwd+bwd at L=16384, d_inner 256, N 16 on 2 loaded CPU cores: T=8 8.9 s, 16 7.7 s, 32 10.5 s, 64 12.2 s)
+# (fwd+bwd at L=16384, d_inner 256, N 16 on 2 loaded CPU cores: T=8 12.0 s, 16 8.7 s, 32 10.2 s)
 
 
 def chunked_scan(u: Tensor, delta: Tensor, A: Tensor, B: Tensor, C: Tensor, chunk: int | None = None

@@ -1,10 +1,10 @@
 """Which implementation each dispatching op runs: decided in one function, reported, and overridable.
 
-| op (env variable)                     | function         | backends                          | auto picks                                  |
-|---------------------------------------|------------------|-----------------------------------|---------------------------------------------|
-| scan (``POINTMAMBA_BACKEND_SCAN``)     | ``selective_scan`` | mamba_ssm, torch, numba           | CUDA: mamba_ssm, else torch; CPU: numba     |
-| conv1d (``POINTMAMBA_BACKEND_CONV1D``) | ``causal_conv1d``  | causal_conv1d, torch, numba       | CUDA: causal_conv1d, else torch; CPU: numba |
-| spconv (``POINTMAMBA_BACKEND_SPCONV``) | ``sparse_conv``    | spconv, torch                     | CUDA: spconv, else torch; CPU: torch        |
+| op (``POINTMAMBA_BACKEND_*``) | function       | backends                    | auto on CUDA / CPU                |
+|-------------------------------|----------------|-----------------------------|-----------------------------------|
+| scan (``_SCAN``)              | selective_scan | mamba_ssm, torch, numba     | mamba_ssm, else torch / numba     |
+| conv1d (``_CONV1D``)          | causal_conv1d  | causal_conv1d, torch, numba | causal_conv1d, else torch / numba |
+| spconv (``_SPCONV``)          | sparse_conv    | spconv, torch               | spconv, else torch / torch        |
 
 - the extension (mamba_ssm, causal_conv1d, spconv): the CUDA package, CUDA tensors only;
 - torch: plain torch ops on the tensors' own device (``scan_torch.py``, ``F.conv1d``, our rulebook
@@ -91,7 +91,8 @@ def _requested(op: Op) -> str:
     raw = os.environ.get(op.env, "auto").strip() or "auto"
     value = raw.lower().replace("-", "_")
     if value not in op.choices:
-        raise BackendError(f"{op.env}={raw!r}: {op.function} has no such backend; choose one of {', '.join(op.choices)}")
+        raise BackendError(f"{op.env}={raw!r}: {op.function} has no such backend; "
+                           f"choose one of {', '.join(op.choices)}")
     return value
 
 

@@ -13,8 +13,8 @@ from pointmamba.ops.causal_conv1d import causal_conv1d
 from pointmamba.ops.selective_scan import scan_backend, selective_scan
 
 # the modules themselves (``pointmamba.ops`` re-exports functions of the same names)
-scan_mod = importlib.import_module("pointmamba.ops.selective_scan")
 conv_mod = importlib.import_module("pointmamba.ops.causal_conv1d")
+backend_mod = importlib.import_module("pointmamba.ops.backend")
 
 NAMES = ("u", "delta", "A", "B", "C", "D", "z", "delta_bias")
 
@@ -203,19 +203,20 @@ def test_shape_errors_are_clear():
         selective_scan(inputs["u"], inputs["delta"][..., :3], inputs["A"], inputs["B"], inputs["C"])
 
 
-def test_backend_reporting_and_logging(caplog):
+def test_backend_reporting_and_logging(monkeypatch, caplog):
     u = torch.randn(1, 2, 3)
-    assert scan_backend(u) == "cpu"
-    assert conv_mod.conv_backend(u) == "cpu"
-    scan_mod._logged.discard("cpu")
-    with caplog.at_level(logging.DEBUG, logger="pointmamba.ops.selective_scan"):
+    assert scan_backend(u) == "numba"
+    assert conv_mod.conv_backend(u) == "numba"
+    monkeypatch.setattr(backend_mod, "_logged", set())
+    with caplog.at_level(logging.DEBUG, logger="pointmamba.ops.backend"):
         selective_scan(u, u.abs(), -torch.ones(2, 3), torch.randn(1, 3, 3), torch.randn(1, 3, 3))
         selective_scan(u, u.abs(), -torch.ones(2, 3), torch.randn(1, 3, 3), torch.randn(1, 3, 3))
-    assert sum("cpu backend" in r.getMessage() for r in caplog.records) == 1
+    assert sum("selective_scan: numba backend" in r.getMessage() for r in caplog.records) == 1
 
 
 def test_unimportable_cuda_packages_fall_back(monkeypatch):
-    """mamba-ssm and causal-conv1d raise OSError/ImportError on machines without CUDA: fall back quietly."""
+    """mamba-ssm and causal-conv1d raise OSError/ImportError on machines without CUDA: no extension, and the
+    reason is kept for the report and the warning."""
     real_import = builtins.__import__
 
     def failing_import(name, *args, **kwargs):
@@ -226,10 +227,9 @@ def test_unimportable_cuda_packages_fall_back(monkeypatch):
         return real_import(name, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "__import__", failing_import)
-    monkeypatch.setattr(scan_mod, "_mamba_fn", scan_mod._UNSET)
-    monkeypatch.setattr(conv_mod, "_cuda_fn", conv_mod._UNSET)
-    assert scan_mod._mamba_selective_scan_fn() is None
-    assert conv_mod._causal_conv1d_cuda_fn() is None
+    monkeypatch.setattr(backend_mod, "_imports", {})
+    assert backend_mod.extension("scan") is None and backend_mod.extension("conv1d") is None
+    assert "libcudart" in backend_mod._imports["scan"][1]
 
 
 @pytest.mark.parametrize("activation", [None, "silu"])

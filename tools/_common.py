@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 from pathlib import Path
@@ -20,6 +21,24 @@ def add_config_args(parser: argparse.ArgumentParser, required: bool = True) -> N
     parser.add_argument("--config", required=required, help="YAML config (see configs/)")
     parser.add_argument("--set", dest="overrides", nargs="+", action="extend", default=[], metavar="KEY=VALUE",
                         help="override config keys, e.g. --set train.epochs=5 model.relpos.preset=naive")
+
+
+def parse_args(parser: argparse.ArgumentParser, argv: list[str] | None = None) -> argparse.Namespace:
+    """``parser.parse_args`` plus ``--verbose``; configures pointmamba's logging (DEBUG with --verbose, else
+    WARNING) and prints which backend each op uses on CPU (and CUDA) to stderr."""
+    parser.add_argument("--verbose", action="store_true", help="show debug log lines (e.g. each op's backend choice)")
+    args = parser.parse_args(argv)
+    logger = logging.getLogger("pointmamba")
+    if not any(getattr(h, "_pointmamba_tools", False) for h in logger.handlers):
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+        handler._pointmamba_tools = True  # type: ignore[attr-defined]
+        logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG if args.verbose else logging.WARNING)
+    from pointmamba.ops import backend_report
+
+    print(backend_report(), file=sys.stderr, flush=True)
+    return args
 
 
 def run_main(main: Callable[[], Any]) -> None:

@@ -16,7 +16,7 @@ import argparse
 import time
 from pathlib import Path
 
-from _common import run_main
+from _common import parse_args, run_main
 
 
 def main() -> None:
@@ -29,7 +29,7 @@ def main() -> None:
     parser.add_argument("--reference", nargs="+", default=[], help="ground-truth Teeth3DS JSON per scan: prints metrics")
     parser.add_argument("--set", dest="overrides", nargs="+", action="extend", default=[], metavar="KEY=VALUE",
                         help="inference switches, e.g. --set infer.graph_cut=false infer.mirror_tta=false")
-    args = parser.parse_args()
+    args = parse_args(parser)
 
     import numpy as np
 

@@ -15,7 +15,7 @@ import csv
 import json
 from pathlib import Path
 
-from _common import add_config_args, run_main
+from _common import add_config_args, parse_args, run_main
 
 
 def main() -> None:
@@ -27,7 +27,7 @@ def main() -> None:
     parser.add_argument("--compare-infer", action="store_true",
                         help="also measure every inference switch on its own (network run once per scan) -> "
                              "DIR/infer_switches.md")
-    args = parser.parse_args()
+    args = parse_args(parser)
 
     import numpy as np
     from tqdm import tqdm

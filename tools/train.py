@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 
-from _common import add_config_args, run_main
+from _common import add_config_args, parse_args, run_main
 
 
 def main() -> None:
@@ -17,7 +17,7 @@ def main() -> None:
     add_config_args(parser)
     parser.add_argument("--work-dir", help="output directory (default: config work_dir or work_dirs/<config>)")
     parser.add_argument("--resume", action="store_true", help="continue from <work-dir>/last.pth")
-    args = parser.parse_args()
+    args = parse_args(parser)
 
     from pointmamba.config import load_config
     from pointmamba.engine.trainer import TrainingDiverged, Trainer

@@ -2,7 +2,8 @@
 
 Same parameter names, shapes and initialisation, and the same math as mamba-ssm's reference ("slow") path,
 so one state_dict runs on every backend: the causal conv and the selective scan go through
-``pointmamba.ops`` which picks causal-conv1d / mamba-ssm on CUDA and our CPU engine elsewhere.
+``pointmamba.ops``, which picks causal-conv1d / mamba-ssm on CUDA where installed, torch-native ops on
+CUDA without them, and our numba engines on the CPU (``pointmamba/ops/backend.py``).
 """
 from __future__ import annotations
 

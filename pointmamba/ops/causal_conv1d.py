@@ -1,42 +1,25 @@
-"""Causal depthwise conv1d behind one function: causal-conv1d's CUDA kernel where it imports, our numba
-kernel (``conv_kernel.py``) elsewhere.
+"""Causal depthwise conv1d behind one function. The backend is chosen by ``backend.choose("conv1d",
+device)``: causal-conv1d's CUDA kernel where it imports, else ``F.conv1d`` with left padding (torch, any
+device); on the CPU our numba kernel (``conv_kernel.py``). All compute in float32 (float64 for float64
+inputs) and return x's dtype.
 
 Output position t sees inputs t-W+1 .. t of its own channel only (zero history before t = 0).
 """
 from __future__ import annotations
 
-import logging
-from typing import Callable
-
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
-log = logging.getLogger(__name__)
+from . import backend
 
-_UNSET = object()
-_cuda_fn: object = _UNSET
-_logged: set[str] = set()
 _ACTIVATIONS = (None, "silu", "swish")
 
 
-def _causal_conv1d_cuda_fn() -> Callable | None:
-    """causal-conv1d's ``causal_conv1d_fn``, or None where it cannot be imported (no CUDA build, no GPU)."""
-    global _cuda_fn
-    if _cuda_fn is _UNSET:
-        try:
-            from causal_conv1d import causal_conv1d_fn
-        except Exception as exc:  # noqa: BLE001 - ImportError, OSError (missing libcudart), RuntimeError ...
-            log.debug("causal_conv1d unavailable (%s: %s); using the CPU kernel", type(exc).__name__, exc)
-            causal_conv1d_fn = None
-        _cuda_fn = causal_conv1d_fn
-    return _cuda_fn  # type: ignore[return-value]
-
-
 def conv_backend(tensor: Tensor) -> str:
-    """The backend ``causal_conv1d`` uses for inputs living where ``tensor`` lives: "causal_conv1d" or "cpu"."""
-    if tensor.is_cuda and _causal_conv1d_cuda_fn() is not None:
-        return "causal_conv1d"
-    return "cpu"
+    """The backend ``causal_conv1d`` uses for inputs living where ``tensor`` lives: "causal_conv1d",
+    "torch" or "numba" (see ``backend.py``)."""
+    return backend.choose("conv1d", tensor.device)
 
 
 def causal_conv1d(x: Tensor, weight: Tensor, bias: Tensor | None = None, activation: str | None = None) -> Tensor:
@@ -48,15 +31,32 @@ def causal_conv1d(x: Tensor, weight: Tensor, bias: Tensor | None = None, activat
                          f"and weight {tuple(weight.shape)}")
     if bias is not None and tuple(bias.shape) != (x.shape[1],):
         raise ValueError(f"causal_conv1d: bias must be (dim={x.shape[1]},), got {tuple(bias.shape)}")
-    backend = conv_backend(x)
-    if backend not in _logged:
-        _logged.add(backend)
-        log.debug("causal_conv1d: %s backend (inputs on %s)", backend, x.device)
-    if backend == "causal_conv1d":
+    chosen = conv_backend(x)
+    if chosen == "causal_conv1d":
         # The Mamba block passes a channel-last view; causal-conv1d would take it on its channel-last path,
         # which no machine here could test. A copy to its standard (batch, dim, L) layout is cheap on a GPU.
-        return _causal_conv1d_cuda_fn()(x.contiguous(), weight, bias, activation)  # type: ignore[misc]
+        return backend.extension("conv1d")(x.contiguous(), weight, bias, activation)
+    if chosen == "torch":
+        return _causal_conv1d_torch(x, weight, bias, activation is not None)
     return _causal_conv1d_cpu(x, weight, bias, activation is not None)
+
+
+def _compute_dtype(x: Tensor, weight: Tensor) -> torch.dtype:
+    return torch.float64 if torch.float64 in (x.dtype, weight.dtype) else torch.float32
+
+
+def _causal_conv1d_torch(x: Tensor, weight: Tensor, bias: Tensor | None, silu: bool) -> Tensor:
+    """``F.conv1d`` with W-1 zeros on the left and one group per channel, on x's device (autocast off)."""
+    cdt = _compute_dtype(x, weight)
+    with torch.autocast(device_type=x.device.type, enabled=False):
+        xc = x.to(cdt)
+        if x.shape[-1] == 0:  # F.conv1d refuses an empty sequence
+            return x.new_empty(x.shape)
+        out = F.conv1d(F.pad(xc, (weight.shape[1] - 1, 0)), weight.to(cdt).unsqueeze(1),
+                       bias.to(cdt) if bias is not None else None, groups=x.shape[1])
+        if silu:
+            out = F.silu(out)
+    return out.to(x.dtype)
 
 
 def _causal_conv1d_cpu(x: Tensor, weight: Tensor, bias: Tensor | None, silu: bool) -> Tensor:
@@ -65,7 +65,7 @@ def _causal_conv1d_cpu(x: Tensor, weight: Tensor, bias: Tensor | None, silu: boo
     float32 math (float64 when x or weight is float64); CUDA inputs are computed on the CPU."""
     from .conv_kernel import CausalConv1dCPU  # numba is imported on first use only
 
-    cdt = torch.float64 if torch.float64 in (x.dtype, weight.dtype) else torch.float32
+    cdt = _compute_dtype(x, weight)
     cpu = torch.device("cpu")
     x_t = x.to(device=cpu, dtype=cdt).transpose(1, 2).contiguous()
     w = weight.to(device=cpu, dtype=cdt).contiguous()

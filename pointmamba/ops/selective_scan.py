@@ -7,51 +7,24 @@
     y_t    = C_t . h_t + D * u_t
     y     <- y * silu(z)                            (if z is given)
 
-CUDA tensors go to mamba-ssm's fused kernel when it imports; everything else to our CPU engine
-(``scan_kernel.py``: numba forward and hand-written backward, float32 accumulation). Models call this
-function and never branch on the device themselves.
+The backend is chosen by ``backend.choose("scan", device)`` (see ``backend.py``): mamba-ssm's fused
+kernel for CUDA tensors where it imports, else the chunked scan in torch ops (``scan_torch.py``); on the
+CPU our numba engine (``scan_kernel.py``: numba forward and hand-written backward). All compute in
+float32 (float64 for float64 inputs). Models call this function and never branch on the device themselves.
 """
 from __future__ import annotations
-
-import logging
-from typing import Callable
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-log = logging.getLogger(__name__)
-
-_UNSET = object()
-_mamba_fn: object = _UNSET
-_logged: set[str] = set()
-
-
-def _mamba_selective_scan_fn() -> Callable | None:
-    """mamba-ssm's ``selective_scan_fn``, or None where it cannot be imported (no CUDA build, no GPU)."""
-    global _mamba_fn
-    if _mamba_fn is _UNSET:
-        try:
-            from mamba_ssm.ops.selective_scan_interface import selective_scan_fn
-        except Exception as exc:  # noqa: BLE001 - ImportError, OSError (missing libcudart), RuntimeError ...
-            log.debug("mamba_ssm unavailable (%s: %s); CUDA scans fall back to the CPU engine",
-                      type(exc).__name__, exc)
-            selective_scan_fn = None
-        _mamba_fn = selective_scan_fn
-    return _mamba_fn  # type: ignore[return-value]
+from . import backend
 
 
 def scan_backend(tensor: Tensor) -> str:
-    """The backend ``selective_scan`` uses for inputs living where ``tensor`` lives: "mamba_ssm" or "cpu"."""
-    if tensor.is_cuda and _mamba_selective_scan_fn() is not None:
-        return "mamba_ssm"
-    return "cpu"
-
-
-def _log_once(backend: str, tensor: Tensor) -> None:
-    if backend not in _logged:
-        _logged.add(backend)
-        log.debug("selective_scan: %s backend (inputs on %s)", backend, tensor.device)
+    """The backend ``selective_scan`` uses for inputs living where ``tensor`` lives: "mamba_ssm", "torch" or
+    "numba" (see ``backend.py``)."""
+    return backend.choose("scan", tensor.device)
 
 
 def selective_scan(u: Tensor, delta: Tensor, A: Tensor, B: Tensor, C: Tensor, D: Tensor | None = None,
@@ -61,26 +34,28 @@ def selective_scan(u: Tensor, delta: Tensor, A: Tensor, B: Tensor, C: Tensor, D:
 
     Shapes: u, delta, z (batch, dim, L); A (dim, N) real; B, C (batch, N, L) or grouped (batch, G, N, L)
     with dim divisible by G; D, delta_bias (dim,). Returns y (batch, dim, L) in u's dtype, and with
-    ``return_last_state`` also the final state (batch, dim, N) in float32 (float64 for float64 inputs on CPU).
+    ``return_last_state`` also the final state (batch, dim, N) in float32 (float64 for float64 inputs;
+    mamba-ssm: its own dtype). Unlike mamba-ssm, our backends honour a gradient flowing into that state.
     """
-    backend = scan_backend(u)
-    _log_once(backend, u)
-    if backend == "mamba_ssm":
-        return _mamba_selective_scan_fn()(u, delta, A, B, C, D=D, z=z, delta_bias=delta_bias,  # type: ignore[misc]
+    chosen = scan_backend(u)
+    if chosen == "mamba_ssm":
+        return backend.extension("scan")(u, delta, A, B, C, D=D, z=z, delta_bias=delta_bias,
                                           delta_softplus=delta_softplus, return_last_state=return_last_state)
+    if chosen == "torch":
+        return _selective_scan_torch(u, delta, A, B, C, D, z, delta_bias, delta_softplus, return_last_state)
     return _selective_scan_cpu(u, delta, A, B, C, D, z, delta_bias, delta_softplus, return_last_state)
 
 
 def _check_shapes(u: Tensor, delta: Tensor, A: Tensor, B: Tensor, C: Tensor, D: Tensor | None,
                   z: Tensor | None, delta_bias: Tensor | None) -> int:
-    """Validate the CPU engine's inputs; returns the number of groups of B and C."""
+    """Validate the inputs of our engines (numba and torch); returns the number of groups of B and C."""
     if u.dim() != 3:
         raise ValueError(f"selective_scan: u must be (batch, dim, L), got shape {tuple(u.shape)}")
     batch, dim, length = u.shape
     if delta.shape != u.shape:
         raise ValueError(f"selective_scan: delta shape {tuple(delta.shape)} != u shape {tuple(u.shape)}")
     if A.is_complex():
-        raise ValueError("selective_scan: complex A is not supported by the CPU engine")
+        raise ValueError("selective_scan: complex A is not supported by our engines")
     if A.dim() != 2 or A.shape[0] != dim:
         raise ValueError(f"selective_scan: A must be (dim={dim}, N), got shape {tuple(A.shape)}")
     nstate = A.shape[1]
@@ -88,7 +63,7 @@ def _check_shapes(u: Tensor, delta: Tensor, A: Tensor, B: Tensor, C: Tensor, D: 
     for name, m in (("B", B), ("C", C)):
         if m.dim() == 2:
             raise ValueError(f"selective_scan: time-invariant {name} of shape {tuple(m.shape)} is not supported "
-                             f"by the CPU engine; pass the input-dependent form (batch, N, L)")
+                             f"by our engines; pass the input-dependent form (batch, N, L)")
         if m.dim() == 3:
             want = (batch, nstate, length)
             g = 1
@@ -113,6 +88,36 @@ def _check_shapes(u: Tensor, delta: Tensor, A: Tensor, B: Tensor, C: Tensor, D: 
     return groups  # type: ignore[return-value]
 
 
+def _compute_dtype(*tensors: Tensor) -> torch.dtype:
+    return torch.float64 if any(t.dtype == torch.float64 for t in tensors) else torch.float32
+
+
+def _selective_scan_torch(u: Tensor, delta: Tensor, A: Tensor, B: Tensor, C: Tensor, D: Tensor | None,
+                          z: Tensor | None, delta_bias: Tensor | None, delta_softplus: bool,
+                          return_last_state: bool) -> Tensor | tuple[Tensor, Tensor]:
+    """The chunked scan in torch ops (``scan_torch.py``) on the inputs' own device, float32 math (float64
+    for float64 inputs) with autocast off, as mamba-ssm computes under AMP."""
+    from .scan_torch import chunked_scan
+
+    groups = _check_shapes(u, delta, A, B, C, D, z, delta_bias)
+    cdt = _compute_dtype(u, delta, A, B, C)
+    batch, dim, length = u.shape
+    with torch.autocast(device_type=u.device.type, enabled=False):
+        x, dt = u.to(cdt), delta.to(cdt)
+        if delta_bias is not None:
+            dt = dt + delta_bias.to(cdt).unsqueeze(-1)
+        if delta_softplus:
+            dt = F.softplus(dt)
+        grouped = (batch, groups, A.shape[1], length)
+        y, last = chunked_scan(x, dt, A.to(cdt), B.to(cdt).reshape(grouped), C.to(cdt).reshape(grouped))
+        if D is not None:
+            y = y + x * D.to(cdt).unsqueeze(-1)
+        if z is not None:
+            y = y * F.silu(z.to(cdt))
+    y = y.to(u.dtype)
+    return (y, last) if return_last_state else y
+
+
 def _selective_scan_cpu(u: Tensor, delta: Tensor, A: Tensor, B: Tensor, C: Tensor, D: Tensor | None,
                         z: Tensor | None, delta_bias: Tensor | None, delta_softplus: bool,
                         return_last_state: bool) -> Tensor | tuple[Tensor, Tensor]:
@@ -122,7 +127,7 @@ def _selective_scan_cpu(u: Tensor, delta: Tensor, A: Tensor, B: Tensor, C: Tenso
 
     groups = _check_shapes(u, delta, A, B, C, D, z, delta_bias)
     dtype_in, device = u.dtype, u.device
-    cdt = torch.float64 if torch.float64 in (u.dtype, delta.dtype, A.dtype, B.dtype, C.dtype) else torch.float32
+    cdt = _compute_dtype(u, delta, A, B, C)
     cpu = torch.device("cpu")
 
     def prep(t: Tensor) -> Tensor:

@@ -1,4 +1,5 @@
-"""Submanifold sparse 3D convolution behind one function: spconv on CUDA, our own gather + matmul elsewhere.
+"""Submanifold sparse 3D convolution behind one function: spconv on CUDA, our own gather + matmul in torch
+ops elsewhere (``backend.choose("spconv", device)`` decides; see ``backend.py``).
 
 Why our own: spconv's CPU wheel crashes in backward on a CPU-only torch and gave wrong rows and wrong
 input gradients with 2 threads. Ours builds a neighbour table (site x kernel offset -> neighbouring site)
@@ -7,11 +8,14 @@ small, else with ``torch.searchsorted`` over the sorted keys (only half the offs
 mirrored offset has the same pairs swapped). From it, a rulebook: the (input site, output site) pairs of
 every offset, grouped by offset. The conv is then one dense matmul for the centre offset plus, per chunk
 of pairs, one gather, one matmul per offset and one ``index_add_``: work proportional to the pairs that
-exist. On a jaw surface most of the K^3 voxels around a site are empty (measured on a 16k-point jaw:
-2.4 of 27 neighbours at 0.2 mm, 5.5 / 10.2 / 12.2 at the coarser stages, 5.3 of 125 for the k=5 stem), so
-this does 2-10x fewer multiply-adds than gathering all K^3 neighbours with zeros for the empty ones, which
-is what this module did before (the 8 convs of a 16k-point training step: 0.69 s -> 0.34 s of
-profiled CPU time, forward + backward).
+exist. All of it, neighbour search and rulebook included, is torch ops on the tensors' own device (no
+numpy, no numba): on CUDA without spconv it runs on the GPU, in float32 with autocast off (AMP's bfloat16
+matmuls would not take our float32 weights in their ``out=`` form).
+On a jaw surface most of the K^3 voxels around a site are empty (measured on a 16k-point jaw: 2.4 of 27
+neighbours at 0.2 mm, 5.5 / 10.2 / 12.2 at the coarser stages, 5.3 of 125 for the k=5 stem), so this
+does 2-10x fewer multiply-adds than gathering all K^3 neighbours with zeros for the empty ones, which is
+what this module did before (the 8 convs of a 16k-point training step: 0.69 s -> 0.34 s of profiled
+CPU time, forward + backward).
 Memory: a chunk's gathered pairs stay under 16 MB.
 
 Weight layout (one for both backends): spconv 2.x's ``KRSC``, ``weight`` of shape
@@ -33,6 +37,7 @@ import torch
 from torch import Tensor, nn
 
 from ..segment import segment_reduce
+from . import backend
 
 __all__ = ["NeighbourMap", "build_neighbour_map", "neighbour_map", "sparse_conv", "SubMConv3d"]
 
@@ -261,12 +266,9 @@ def _sites_of(point: object) -> tuple[Tensor | None, int, Tensor]:
     return cache["sites"]
 
 
-def _spconv_conv(feat: Tensor, point: object, weight: Tensor, bias: Tensor | None, holder: dict) -> Tensor | None:
-    """spconv SubMConv3d with our weight and bias; None when spconv cannot be used."""
-    try:
-        import spconv.pytorch as spconv  # noqa: PLC0415 - CUDA-only dependency, imported lazily
-    except Exception:  # noqa: BLE001 - any import failure means "use ours"
-        return None
+def _spconv_conv(feat: Tensor, point: object, weight: Tensor, bias: Tensor | None, holder: dict) -> Tensor:
+    """spconv SubMConv3d with our weight and bias."""
+    spconv = backend.extension("spconv")
     cout, k, cin = weight.shape[0], weight.shape[1], weight.shape[-1]
     module = holder.get(k)
     if module is None:
@@ -303,15 +305,15 @@ def sparse_conv(feat: Tensor, point: object, weight: Tensor, bias: Tensor | None
         raise ValueError("sparse_conv: the PointBatch has no grid_coord (build it with grid_size or grid_coord)")
     if feat.shape[0] != len(point):
         raise ValueError(f"sparse_conv: feat has {feat.shape[0]} rows but the batch has {len(point)} points")
-    if feat.is_cuda:
-        out = _spconv_conv(feat, point, weight, bias, _holder if _holder is not None else {})
-        if out is not None:
-            return out
+    if backend.choose("spconv", feat.device) == "spconv":
+        return _spconv_conv(feat, point, weight, bias, _holder if _holder is not None else {})
     nbr = neighbour_map(point, weight.shape[1])
-    out = _SubMConvFunction.apply(_to_sites(feat, nbr.site, nbr.num_sites), weight, nbr)
-    if nbr.site is not None:
-        out = out[nbr.site]
-    return out if bias is None else out + bias
+    cdt = torch.float64 if torch.float64 in (feat.dtype, weight.dtype) else torch.float32
+    with torch.autocast(device_type=feat.device.type, enabled=False):
+        out = _SubMConvFunction.apply(_to_sites(feat.to(cdt), nbr.site, nbr.num_sites), weight.to(cdt), nbr)
+        if nbr.site is not None:
+            out = out[nbr.site]
+        return out if bias is None else out + bias.to(cdt)
 
 
 class SubMConv3d(nn.Module):

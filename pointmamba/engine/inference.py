@@ -109,16 +109,10 @@ def refine(probs: np.ndarray, aligned: np.ndarray, faces: np.ndarray, normals: n
         masked = np.zeros_like(probs)
         masked[:, keep] = probs[:, keep]
         probs = masked / np.maximum(masked.sum(1, keepdims=True), 1e-12)
-    cut = options["graph_cut"] and len(faces)
-    smoothing = options["graph_cut_smoothing"]
     if options["tooth_decoding"] and jaw is not None:
-        # with the graph cut on, its labels decide which vertices are teeth (and on which side): per-vertex
-        # noise then cannot pull stray gingiva vertices into the arch decoding
-        labels = graph_cut(probs, aligned, faces, normals, smoothing=smoothing) if cut else None
-        probs = decode_teeth(aligned, probs, jaw, num_classes, width_weight=options["decoding_width_weight"],
-                             labels=labels)
-    if cut:
-        return graph_cut(probs, aligned, faces, normals, smoothing=smoothing)
+        probs = decode_teeth(aligned, probs, jaw, num_classes, width_weight=options["decoding_width_weight"])
+    if options["graph_cut"] and len(faces):
+        return graph_cut(probs, aligned, faces, normals, smoothing=options["graph_cut_smoothing"])
     return probs.argmax(1)
 
 

@@ -87,17 +87,17 @@ def _segment_side(cost: np.ndarray, length: np.ndarray, count: np.ndarray, width
 
 
 def decode_teeth(coord: np.ndarray, probs: np.ndarray, jaw: str, num_classes: int = 17,
-                 width_weight: float = 0.1, bin_deg: float = 1.0, tolerance_mm: float = 1.5,
-                 labels: np.ndarray | None = None) -> np.ndarray:
+                 width_weight: float = 0.1, bin_deg: float = 1.0, tolerance_mm: float = 1.5) -> np.ndarray:
     """Probabilities (V, C) with the classes the arch decoding rules out set to 0 (see module doc).
 
-    ``coord`` (V, 3): vertices in the canonical frame (crowns +z, incisors towards +y), in mm. ``labels``
-    (V,): a cleaner labelling (e.g. a graph cut's) that decides which vertices are teeth;
-    default the argmax of ``probs``."""
+    ``coord`` (V, 3): vertices in the canonical frame (crowns +z, incisors towards +y), in mm.
+
+    Measured alternative left out: taking the tooth vertices from a first graph cut's labels resisted
+    i.i.d. noise in a simulation but lowered val mIoU on real predictions (0.622 -> 0.605)."""
     probs = np.asarray(probs, dtype=np.float64)
     if jaw not in TOOTH_WIDTH_MM:
         raise ValueError(f"decode_teeth: jaw must be 'upper' or 'lower', got {jaw!r}")
-    pred = probs.argmax(1) if labels is None else np.asarray(labels)
+    pred = probs.argmax(1)
     tooth = np.flatnonzero(pred != 0)
     if len(tooth) < 10:
         return probs

@@ -47,3 +47,30 @@ def test_fine_tune_starts_from_the_shipped_weights(tmp_path: Path) -> None:
 
 
 ACCURACY_MSN021_LOWER = 0.85
+
+
+def test_export_compact_round_trip(tmp_path: Path) -> None:
+    """A training checkpoint exported as float16 loads through load_trained and predicts the same classes."""
+    from pointmamba import build_model
+    from pointmamba.config import load_config
+    from pointmamba.data import collate, load_scan
+    from pointmamba.data.dataset import make_item, preprocess_scan
+    from pointmamba.engine.inference import load_trained
+    from pointmamba.pretrained import export_compact
+
+    from support.tiny import TINY_MODEL
+
+    cfg = load_config(None, TINY_MODEL + ["data.grid_size=0.6"])
+    torch.manual_seed(0)
+    net = build_model(cfg).eval()
+    state = {"model": net.state_dict(), "config": {k: v for k, v in cfg.items() if not k.startswith("_")},
+             "hooks": {"warmup": {"factor": 1.0}}, "optimizer": {"unused": torch.zeros(3)}, "epoch": 3}
+    path = export_compact(state, tmp_path / "m.pth")
+    assert "optimizer" not in torch.load(path, weights_only=True)
+    loaded, _ = load_trained(path, torch.device("cpu"))
+    scan = load_scan(ROOT / "data" / "samples" / "MSN022" / "MSN022_upper.obj")
+    item = make_item(preprocess_scan(scan), scan.name, 17, 0.6)
+    with torch.no_grad():
+        a = net(collate([item])).argmax(1)
+        b = loaded(collate([item])).argmax(1)
+    assert (a == b).float().mean() > 0.99

@@ -5,9 +5,7 @@ vectorised: a 250k-vertex OBJ parses in about half a second on one core.
 """
 from __future__ import annotations
 
-import os
 import re
-import tempfile
 import warnings
 from dataclasses import dataclass, field, replace
 from os import PathLike
@@ -15,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..atomic_file import atomic_write, atomic_writer
 from .errors import ScanFormatError
 
 MESH_SUFFIXES = (".obj", ".ply", ".stl")
@@ -326,17 +325,9 @@ def write_ply(path: str | PathLike, vertices: np.ndarray, faces: np.ndarray | No
         face = np.empty(len(faces), dtype=[("vertex_indices", "i4", (3,))])
         face["vertex_indices"] = faces
         elements.append(PlyElement.describe(face, "face"))
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            PlyData(elements, text=False).write(fh)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    with atomic_writer(path) as fh:
+        PlyData(elements, text=False).write(fh)
+    return Path(path)
 
 
 # ---------------------------------------------------------------------------------------------- STL
@@ -398,21 +389,6 @@ def write_stl(path: str | PathLike, vertices: np.ndarray, faces: np.ndarray, asc
 
 
 # ---------------------------------------------------------------------------------------------- misc
-def atomic_write(path: str | PathLike, payload: bytes) -> Path:
-    """Write bytes to a temporary file beside ``path`` and rename it into place."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(payload)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
-
-
 def read_mesh(path: str | PathLike) -> tuple[np.ndarray, np.ndarray]:
     """Read an OBJ, PLY or STL file (by suffix) and check it (non-empty, finite, faces in range)."""
     path = Path(path)

@@ -9,9 +9,11 @@ import numpy as np
 import pytest
 import torch
 
+from pointmamba.config import load_config
 from pointmamba.engine.checkpoint import CheckpointError, UnsafeCheckpointError, load_checkpoint, save_checkpoint
 from pointmamba.engine.inference import load_trained
 from pointmamba.engine.seed import rng_state, set_rng_state, set_seed
+from pointmamba.engine.trainer import Trainer
 
 from support.tools import run_tool
 
@@ -59,6 +61,15 @@ def test_malicious_pickle_is_refused_and_runs_nothing(tmp_path: Path) -> None:
         load_checkpoint(evil)
     with pytest.raises(UnsafeCheckpointError):
         load_trained(evil, torch.device("cpu"))
+    assert not marker.exists()
+
+    # train --resume: the work dir's last.pth is the attacker's file
+    work = tmp_path / "work"
+    work.mkdir()
+    malicious_checkpoint(work / "last.pth", marker)
+    cfg = load_config(None, [f"work_dir={work}", f"data.root={tmp_path / 'nowhere'}"])
+    with pytest.raises(UnsafeCheckpointError):
+        Trainer(cfg, resume=True)
     assert not marker.exists()
 
     # predict: one clear line, exit 2, nothing run

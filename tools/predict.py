@@ -1,15 +1,19 @@
 #!/usr/bin/env python3
 """Segment your own scans (OBJ/PLY/STL) at full resolution with a trained checkpoint.
 
-    tools/predict.py SCAN [SCAN ...] --checkpoint CKPT [--jaw upper|lower] --out DIR
+    tools/predict.py SCAN [SCAN ...] --checkpoint CKPT [--jaw upper|lower] [--units auto|mm|cm|m] --out DIR
 
 Writes, per scan, DIR/<stem>.json (Teeth3DS schema: id_patient, jaw, labels per original vertex in file
 order, instances), DIR/<stem>.ply (the mesh coloured by class, with an FDI `label` vertex property) and
-DIR/<stem>.png (a preview). The jaw comes from --jaw, else the file name (*_upper / *_lower).
+DIR/<stem>.png (a preview). The jaw comes from --jaw, else the file name (*_upper / *_lower). Scans in
+cm or m are detected from their size and scaled to mm with a warning (--units to say). Every input is
+checked before any work; nothing is written over an input or a file this run did not write (--overwrite
+replaces earlier results); inputs sharing a file name get their folder's name as a prefix.
 """
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from pathlib import Path
 
@@ -19,6 +23,8 @@ from _common import run_main
 def preview(path: Path, aligned, classes, colors, title: str) -> None:
     """Occlusal and side views of the aligned scan, coloured by class (matplotlib Agg)."""
     import matplotlib
+
+    from pointmamba.engine.output_files import save_figure
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -37,7 +43,7 @@ def preview(path: Path, aligned, classes, colors, title: str) -> None:
         ax.set_yticks([])
     fig.suptitle(title)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path, dpi=120)  # atomic: a symlink planted at path is replaced, not written through
     plt.close(fig)
 
 
@@ -49,32 +55,43 @@ def main() -> None:
     parser.add_argument("--out", required=True, help="output directory")
     parser.add_argument("--device", default="auto", help="auto | cpu | cuda")
     parser.add_argument("--reference", nargs="+", default=[], help="ground-truth Teeth3DS JSON per scan: prints metrics")
+    parser.add_argument("--units", default="auto", choices=("auto", "mm", "cm", "m"),
+                        help="units of the scans' coordinates (auto: from their size; the model works in mm)")
+    parser.add_argument("--overwrite", action="store_true", help="replace existing files in --out (never an input)")
     args = parser.parse_args()
 
     import numpy as np
 
-    from pointmamba.data import class_colors, load_scan, read_labels, save_labels, write_ply
+    from pointmamba.data import class_colors, read_labels, save_labels, write_ply
     from pointmamba.engine.inference import load_trained, segment_scan
+    from pointmamba.engine.output_files import check_out_dir, make_out_dir, plan_outputs
+    from pointmamba.engine.preflight import check_predict_inputs, scan_in_mm
     from pointmamba.engine.trainer import resolve_device
 
-    if args.reference and len(args.reference) != len(args.scans):
-        raise ValueError(f"--reference needs one JSON per scan ({len(args.scans)}), got {len(args.reference)}")
-    device = resolve_device(args.device)
-    model, cfg = load_trained(args.checkpoint, device)
-    colors = class_colors(cfg["data"]["num_classes"])
+    # everything checked before any work or output (see pointmamba/engine/preflight.py, output_files.py)
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    for i, path in enumerate(args.scans):
+    check_out_dir(out)
+    device = resolve_device(args.device, "--device")
+    model, cfg = load_trained(args.checkpoint, device)
+    inputs = check_predict_inputs(args.scans, args.jaw, args.units, args.reference,
+                                  need_jaw=cfg["data"]["num_classes"] == 17, warn=lambda m: print(m, file=sys.stderr))
+    sidecars = [p.with_suffix(".json") for p in map(Path, args.scans) if p.with_suffix(".json").exists()]
+    plan = plan_outputs(args.scans, out, (".json", ".ply", ".png"), args.overwrite,
+                        protected=list(args.reference) + sidecars)
+    colors = class_colors(cfg["data"]["num_classes"])
+    make_out_dir(out)
+    for i, (item, files) in enumerate(zip(inputs, plan)):
         t0 = time.perf_counter()
-        scan = load_scan(path, jaw=args.jaw)
+        path = item.path
+        original, scan = scan_in_mm(item)  # as in the file (written back so), and in mm (what the model reads)
         pred = segment_scan(model, scan, cfg, device)
-        stem = Path(path).stem
-        save_labels(out / f"{stem}.json", pred.fdi, scan.jaw, scan.id_patient)
-        write_ply(out / f"{stem}.ply", scan.vertices, scan.faces, colors=colors[pred.classes], labels=pred.fdi)
-        preview(out / f"{stem}.png", pred.aligned, pred.classes, colors, f"{stem} ({scan.jaw}) - predicted")
+        stem = files[".json"].stem
+        save_labels(files[".json"], pred.fdi, scan.jaw, scan.id_patient)
+        write_ply(files[".ply"], original.vertices, scan.faces, colors=colors[pred.classes], labels=pred.fdi)
+        preview(files[".png"], pred.aligned, pred.classes, colors, f"{stem} ({scan.jaw}) - predicted")
         teeth = sorted(int(t) for t in np.unique(pred.fdi) if t > 0)
         msg = (f"{path}: {scan.num_vertices} vertices, {time.perf_counter() - t0:.2f} s, teeth {teeth} -> "
-               f"{out / (stem + '.json')}")
+               f"{files['.json']}")
         if args.reference:
             from pointmamba.engine.teeth_metrics import teeth_metrics
 

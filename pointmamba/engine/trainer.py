@@ -18,6 +18,7 @@ from .distributed import DistInfo, all_reduce_sum, barrier, cleanup, init_distri
 from .evaluate import autocast, evaluate
 from .hooks import Hook
 from .optim import build_optimizer, build_scheduler
+from .preflight import check_dataset, mirrored_scans
 from .seed import rng_state, set_deterministic, set_rng_state, set_seed
 from .warmup import WarmupSwitch
 from .work_dir import check_work_dir, clear_previous_run, remove_stale_temp_files
@@ -95,6 +96,12 @@ class Trainer:
             if t["val_interval"] > 0 and (cfg["data"]["val_names"] is not None or self._split_exists("val")):
                 val_set = build_dataset(cfg, "val", train=False)
                 self.val_loader = build_loader(val_set, cfg, train=False, dist=self.dist)
+            # every scan read now (and cached): a bad file stops the run here, not at the first validation
+            check_dataset(self.train_set, "training", progress=t["progress"] and self.is_main)
+            if val_set is not None:
+                check_dataset(val_set, "validation", progress=t["progress"] and self.is_main)
+            for path, reason in mirrored_scans(self.train_set) if self.is_main else []:
+                self.log(f"warning: {path}: {reason}; check its labels (tools/check_data.py)")
         except (ValueError, FileNotFoundError) as exc:
             self.log(f"error: {exc}")
             raise

@@ -23,7 +23,9 @@ def main() -> None:
     args = parser.parse_args()
     work = ROOT / "work_dirs" / "demo"
     py = sys.executable
-    cmd = [py, str(ROOT / "tools" / "train.py"), "--config", str(ROOT / "configs" / "demo.yaml"), "--work-dir", str(work)]
+    # --overwrite: a rerun of the demo replaces its own previous run and predictions
+    cmd = [py, str(ROOT / "tools" / "train.py"), "--config", str(ROOT / "configs" / "demo.yaml"), "--work-dir", str(work),
+           "--overwrite"]
     if args.overrides:
         cmd += ["--set", *args.overrides]
     subprocess.run(cmd, check=True, cwd=ROOT)
@@ -39,7 +41,7 @@ def main() -> None:
     save_labels(scan_dir / "DEMO0001_upper.reference.json", scan.labels, "upper", "DEMO0001")
     out = work / "predict"
     subprocess.run([py, str(ROOT / "tools" / "predict.py"), str(obj), "--checkpoint", str(work / "best.pth"),
-                    "--out", str(out), "--reference", str(scan_dir / "DEMO0001_upper.reference.json")],
+                    "--out", str(out), "--reference", str(scan_dir / "DEMO0001_upper.reference.json"), "--overwrite"],
                    check=True, cwd=ROOT)
     print("\nDemo finished.")
     print(f"  checkpoints   : {work / 'best.pth'} , {work / 'last.pth'}")

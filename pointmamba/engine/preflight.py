@@ -27,10 +27,10 @@ def _raise_collected(problems: list[str], what: str) -> None:
         raise InputError(problems[0] + more)
 
 
-def _named(path: Any, exc: BaseException) -> str:
-    """The error text, prefixed by the file where the message does not name it."""
+def _named(exc: BaseException, path: Any, *others: Any) -> str:
+    """The error text, prefixed by ``path`` where it names none of the files involved."""
     text = str(exc)
-    return text if str(path) in text else f"{path}: {text}"
+    return text if any(str(p) in text for p in (path, *others) if p is not None) else f"{path}: {text}"
 
 
 # ------------------------------------------------------------------------------ predict
@@ -93,7 +93,7 @@ def check_predict_inputs(scans: Sequence[str | Path], jaw: str | None = None, un
                 if scan.jaw is not None and labels.jaw != scan.jaw:
                     raise ScanFormatError(ref, "jaw", f"reference is a {labels.jaw} jaw but {path} is {scan.jaw}")
         except (ValueError, FileNotFoundError) as exc:
-            problems.append(_named(path, exc))
+            problems.append(_named(exc, path, references[i] if references else None))
             continue
         if decision.warning:
             warn(f"warning: {decision.warning}")
@@ -122,7 +122,7 @@ def check_dataset(dataset: Any, what: str, progress: bool = False) -> None:
             check_jaw_size(data["vertices"], path)
             check_millimetres(data["vertices"], path)
         except (ValueError, FileNotFoundError) as exc:
-            problems.append(_named(path, exc))
+            problems.append(_named(exc, path))
     if problems:
         root = getattr(dataset, "root", "DIR")
         _raise_collected([f"{what} set: {p}" for p in problems[:1]] + problems[1:],

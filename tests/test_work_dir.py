@@ -16,7 +16,7 @@ from pointmamba.engine.inference import load_trained
 from pointmamba.engine.trainer import Trainer
 from pointmamba.engine.work_dir import WorkDirError
 
-from support.tiny import TINY_MODEL, tiny_overrides, write_synthetic
+from support.tiny import tiny_overrides, write_synthetic
 from support.tools import run_tool
 
 pytestmark = pytest.mark.usefixtures("one_thread")

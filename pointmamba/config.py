@@ -269,6 +269,10 @@ def load_config(path: str | Path | None = None, overrides: Iterable[str] = ()) -
         raise ConfigError(f"{path if path is not None else '<overrides>'}: model.in_channels must be {want} with "
                           f"data.jaw_feature={str(cfg['data']['jaw_feature']).lower()} (coords + normals"
                           f"{' + jaw' if want == 7 else ''}), got {cfg['model']['in_channels']}")
+    from .config_ranges import range_errors
+
+    if errors := range_errors(cfg):  # "train.batch_size must be >= 1", not the library's message later
+        raise ConfigError(f"{path if path is not None else '<overrides>'}: {errors[0]}")
     if cfg["work_dir"] is None:
         cfg["work_dir"] = str(Path("work_dirs") / (Path(path).stem if path is not None else "default"))
     cfg["_config_path"] = str(path) if path is not None else None

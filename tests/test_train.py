@@ -52,6 +52,8 @@ def test_loss_decreases_and_resume_is_bit_exact(synth: Path, tmp_path: Path) -> 
     losses = [__import__("json").loads(ln)["train_loss"] for ln in (tmp_path / "full" / "metrics.jsonl").read_text().splitlines()]
     assert len(losses) == 3
     assert (tmp_path / "full" / "best.pth").is_file() and (tmp_path / "full" / "last.pth").is_file()
+    for name in ("best.pth", "last.pth"):  # our checkpoints hold only tensors and plain data (no code)
+        assert torch.load(tmp_path / "full" / name, weights_only=True)["epoch"] >= 1
 
     cfg_cut = load_config(None, tiny_overrides(synth, tmp_path / "cut", epochs=3) + over)
     with pytest.raises(KeyboardInterrupt):

@@ -5,6 +5,7 @@ import argparse
 import logging
 import os
 import sys
+import warnings
 from pathlib import Path
 from typing import Any, Callable
 
@@ -41,8 +42,16 @@ def parse_args(parser: argparse.ArgumentParser, argv: list[str] | None = None) -
     return args
 
 
+def _one_line_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                      line: str | None = None) -> str:
+    return f"warning: {message}\n"
+
+
 def run_main(main: Callable[[], Any]) -> None:
-    """Run ``main``; user errors (bad config, missing files, corrupt checkpoint) exit 2 with one clear line."""
+    """Run ``main``; user errors (bad config, missing files, corrupt checkpoint) exit 2 with one clear line;
+    warnings (a scan that looks cut short, say) print as one ``warning:`` line naming the file."""
+    if not os.environ.get("POINTMAMBA_DEBUG"):
+        warnings.formatwarning = _one_line_warning
     try:
         main()
     except USER_ERRORS as exc:

@@ -123,8 +123,7 @@ def run_config(config: Path, out: Path, overrides: list[str], python: str) -> di
         cmd.append("--resume")
         print(f"[ablate] {stem}: resuming after epoch {records[-1]['epoch'] if records else '?'} of {epochs}", flush=True)
     else:
-        if (work / "metrics.jsonl").is_file():
-            (work / "metrics.jsonl").unlink()  # lines of a run that died before its first checkpoint
+        cmd.append("--overwrite")  # remains of a run that died before its first last.pth (metric lines, a best.pth)
         print(f"[ablate] {stem}: training {epochs} epochs -> {work}", flush=True)
     print("[ablate] $ " + " ".join(cmd), flush=True)
     env = dict(os.environ)

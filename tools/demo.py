@@ -27,7 +27,7 @@ def real_demo(py: str, work: Path) -> None:
     out = work / "real"
     print(f"== 1. segmenting {len(scans)} real scans with the shipped model (pointmamba/pretrained/)")
     subprocess.run([py, str(ROOT / "tools" / "predict.py"), *map(str, scans), "--out", str(out),
-                    "--reference", *(str(s.with_suffix(".json")) for s in scans)], check=True, cwd=ROOT)
+                    "--reference", *(str(s.with_suffix(".json")) for s in scans), "--overwrite"], check=True, cwd=ROOT)
     print(f"   pictures: {', '.join(str(out / (s.stem + '.png')) for s in scans)}")
     print("\n== 2. fine-tuning the shipped model on two of them for a few steps (configs/demo_finetune.yaml)")
     subprocess.run([py, str(ROOT / "tools" / "train.py"), "--config", str(ROOT / "configs" / "demo_finetune.yaml"),
@@ -56,7 +56,7 @@ def synthetic_demo(py: str, work: Path, overrides: list[str]) -> None:
     save_labels(scan_dir / "DEMO0001_upper.reference.json", scan.labels, "upper", "DEMO0001")
     out = work / "predict"
     subprocess.run([py, str(ROOT / "tools" / "predict.py"), str(obj), "--checkpoint", str(work / "best.pth"),
-                    "--out", str(out), "--reference", str(scan_dir / "DEMO0001_upper.reference.json")],
+                    "--out", str(out), "--reference", str(scan_dir / "DEMO0001_upper.reference.json"), "--overwrite"],
                    check=True, cwd=ROOT)
     print("\nSynthetic demo finished.")
     print(f"  checkpoints   : {work / 'best.pth'} , {work / 'last.pth'}")

@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """Train a segmentation network.
 
-    tools/train.py --config FILE [--set key=value ...] [--work-dir DIR] [--resume]
+    tools/train.py --config FILE [--set key=value ...] [--work-dir DIR] [--resume | --overwrite]
+
+A work dir that holds a previous run (checkpoints, metrics) is refused unless --resume continues it or
+--overwrite replaces it.
 
 Multi-GPU / multi-node: ``torchrun --nproc_per_node=N tools/train.py --config FILE`` (DDP; gloo on CPU).
 """
@@ -17,6 +20,8 @@ def main() -> None:
     add_config_args(parser)
     parser.add_argument("--work-dir", help="output directory (default: config work_dir or work_dirs/<config>)")
     parser.add_argument("--resume", action="store_true", help="continue from <work-dir>/last.pth")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace a previous run in the work dir (its checkpoints, metrics and TensorBoard events)")
     args = parse_args(parser)
 
     from pointmamba.config import load_config
@@ -24,14 +29,16 @@ def main() -> None:
 
     overrides = list(args.overrides) + ([f"work_dir={args.work_dir}"] if args.work_dir else [])
     cfg = load_config(args.config, overrides)
-    trainer = Trainer(cfg, resume=args.resume)
+    trainer = Trainer(cfg, resume=args.resume, overwrite=args.overwrite)
     try:
         trainer.train()
     except TrainingDiverged as exc:
         raise SystemExit(f"error: {exc}") from None
     finally:
         trainer.close()
-    trainer.log(f"done: checkpoints in {trainer.work_dir} (last.pth, best.pth), TensorBoard: {trainer.work_dir / 'tb'}")
+    saved = [name for name in ("last.pth", "best.pth") if (trainer.work_dir / name).is_file()]
+    trainer.log(f"done: checkpoints in {trainer.work_dir} ({', '.join(saved) or 'none'}), "
+                f"TensorBoard: {trainer.work_dir / 'tb'}")
 
 
 if __name__ == "__main__":

@@ -16,3 +16,7 @@ class ScanFormatError(ValueError):
         self.field = field
         self.reason = message
         super().__init__(f"{self.path}: {field}: {message}")
+
+
+class ScanWarning(UserWarning):
+    """A scan that can be used but looks damaged (e.g. possibly truncated); the message names the file."""

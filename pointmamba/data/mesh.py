@@ -5,9 +5,7 @@ vectorised: a 250k-vertex OBJ parses in about half a second on one core.
 """
 from __future__ import annotations
 
-import os
 import re
-import tempfile
 import warnings
 from dataclasses import dataclass, field, replace
 from os import PathLike
@@ -15,7 +13,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import ScanFormatError
+from ..atomic_file import atomic_write, atomic_writer
+from .errors import ScanFormatError, ScanWarning
+from .integrity import check_complete
 
 MESH_SUFFIXES = (".obj", ".ply", ".stl")
 
@@ -109,6 +109,10 @@ def vertex_areas(vertices: np.ndarray, faces: np.ndarray) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------------------------- checks
+MAX_COORDINATE = 1e12
+"""Largest coordinate accepted (a scan a million km from its origin, in mm, is no scan)."""
+
+
 def check_mesh(vertices: np.ndarray, faces: np.ndarray, path: str | PathLike | None) -> None:
     """Raise :class:`ScanFormatError` for an empty mesh, non-finite coordinates or bad face indices."""
     if vertices.ndim != 2 or vertices.shape[1] != 3:
@@ -124,6 +128,11 @@ def check_mesh(vertices: np.ndarray, faces: np.ndarray, path: str | PathLike | N
         bad = np.flatnonzero(~finite)
         raise ScanFormatError(path, "vertices", f"{len(bad)} vertex(es) with NaN or inf coordinates, first at "
                                                 f"vertex {bad[0]} (0-based): {vertices[bad[0]].tolist()}")
+    huge = np.abs(vertices).max(1) > MAX_COORDINATE
+    if huge.any():  # beyond it even float64 keeps no 0.001 mm; 1e39 also overflows float32 (inf)
+        bad = np.flatnonzero(huge)
+        raise ScanFormatError(path, "vertices", f"{len(bad)} vertex(es) beyond +-{MAX_COORDINATE:g}, first at vertex "
+                                                f"{bad[0]} (0-based): {vertices[bad[0]].tolist()}")
     lo, hi = faces.min(), faces.max()
     if lo < 0 or hi >= len(vertices):
         row = int(np.flatnonzero((faces < 0).any(1) | (faces >= len(vertices)).any(1))[0])
@@ -189,7 +198,14 @@ def read_obj(path: str | PathLike) -> tuple[np.ndarray, np.ndarray]:
     ``f`` entries may be ``a``, ``a/t``, ``a//n`` or ``a/t/n``; polygons are fan-triangulated;
     ``vn``/``vt``/groups/materials are ignored; extra ``v`` columns (vertex colours) are ignored.
     """
-    blocks = _blocks(Path(path).read_bytes())
+    data = Path(path).read_bytes()
+    if data and not data.endswith(b"\n"):
+        last = data.rsplit(b"\n", 1)[-1]
+        if last[:2] in (b"v ", b"f ", b"v\t", b"f\t"):
+            warnings.warn(ScanWarning(f"{path}: the file ends without a newline, in the middle of a "
+                                      f"{'face' if last[:1] == b'f' else 'vertex'} line ({last[:60].decode(errors='replace')!r}): "
+                                      "it may be cut short"), stacklevel=2)
+    blocks = _blocks(data)
     vbuf, nv = blocks[b"v"]
     fbuf, nf = blocks[b"f"]
     # Fast path: single-spaced lines of one shape, parsed in one numpy call. A line with s spaces (and
@@ -326,17 +342,9 @@ def write_ply(path: str | PathLike, vertices: np.ndarray, faces: np.ndarray | No
         face = np.empty(len(faces), dtype=[("vertex_indices", "i4", (3,))])
         face["vertex_indices"] = faces
         elements.append(PlyElement.describe(face, "face"))
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            PlyData(elements, text=False).write(fh)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    with atomic_writer(path) as fh:
+        PlyData(elements, text=False).write(fh)
+    return Path(path)
 
 
 # ---------------------------------------------------------------------------------------------- STL
@@ -398,23 +406,9 @@ def write_stl(path: str | PathLike, vertices: np.ndarray, faces: np.ndarray, asc
 
 
 # ---------------------------------------------------------------------------------------------- misc
-def atomic_write(path: str | PathLike, payload: bytes) -> Path:
-    """Write bytes to a temporary file beside ``path`` and rename it into place."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(payload)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
-
-
 def read_mesh(path: str | PathLike) -> tuple[np.ndarray, np.ndarray]:
-    """Read an OBJ, PLY or STL file (by suffix) and check it (non-empty, finite, faces in range)."""
+    """Read an OBJ, PLY or STL file (by suffix) and check it (non-empty, finite, faces in range, no sign of
+    lost faces: see :mod:`pointmamba.data.integrity`)."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: mesh file not found")
@@ -424,4 +418,5 @@ def read_mesh(path: str | PathLike) -> tuple[np.ndarray, np.ndarray]:
         raise ScanFormatError(path, "format", f"unknown mesh suffix {suffix!r}; supported: {MESH_SUFFIXES}")
     vertices, faces = readers[suffix](path)
     check_mesh(vertices, faces, path)
+    check_complete(vertices, faces, path)
     return vertices, faces

@@ -21,12 +21,13 @@ def jaw_from_name(name: str) -> str | None:
     return found.pop() if len(found) == 1 else None
 
 
-def load_scan(path: str | PathLike, labels: str | PathLike | np.ndarray | None = None,
+def load_scan(path: str | PathLike, labels: str | PathLike | np.ndarray | bool | None = None,
               jaw: str | None = None) -> Scan:
     """Read a mesh (OBJ, PLY or STL) with its labels, checked.
 
-    ``labels``: None -> ``<stem>.json`` beside the mesh if present (else an unlabelled scan); a path ->
-    that Teeth3DS JSON; an array -> FDI numbers, one per vertex. The jaw comes from the JSON, else the
+    ``labels``: None -> ``<stem>.json`` beside the mesh if present (else an unlabelled scan); False -> no
+    labels (a label file beside the mesh is not read); a path -> that Teeth3DS JSON; an array -> FDI
+    numbers, one per vertex. The jaw comes from the JSON, else the
     file name (``_upper``/``_lower``), else the ``jaw`` argument; sources that disagree are an error.
     Raises :class:`ScanFormatError` (a ValueError) naming the file and field for any bad input.
     """
@@ -34,7 +35,9 @@ def load_scan(path: str | PathLike, labels: str | PathLike | np.ndarray | None =
     check_jaw(jaw, allow_none=True)
     vertices, faces = read_mesh(path)
     label_file = None
-    if labels is None:
+    if labels is False:
+        labels = None
+    elif labels is None:
         sidecar = path.with_suffix(".json")
         if sidecar.is_file():
             label_file = read_labels(sidecar, len(vertices))

@@ -1,44 +1,151 @@
-"""Checkpoints: written atomically (temp file + rename) and read back with clear errors."""
+"""Checkpoints: written atomically (temp file + rename), read back safely and with clear errors.
+
+Safety: a ``.pth`` file is a pickle, and unpickling can call any Python function (a crafted file can
+run a shell command the moment it is loaded). Every checkpoint we write holds only tensors and plain
+Python data (dicts, lists, tuples, numbers, strings; RNG states included, see ``engine/seed.py``), so
+it loads with ``torch.load(weights_only=True)``, and that is the only way this module reads a file.
+Checkpoints written before this rule kept NumPy's RNG state as a NumPy array; NumPy array
+reconstruction (which cannot call anything else) is allowed on top of torch's weights-only set, so
+they still load. Anything else is refused with :class:`UnsafeCheckpointError`, before any of it runs.
+"""
 from __future__ import annotations
 
-import os
-import tempfile
+import re
+import warnings
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
+
+from ..atomic_file import atomic_writer
 
 
 class CheckpointError(ValueError):
     """A checkpoint file that is missing, truncated or not one of ours."""
 
 
-def save_checkpoint(state: dict[str, Any], path: str | Path) -> None:
-    """Write ``state`` to ``path`` atomically: a crash mid-write never leaves a half file under ``path``."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+class UnsafeCheckpointError(CheckpointError):
+    """A checkpoint whose pickle would create objects or call functions beyond weights and plain data."""
+
+
+def _legacy_numpy_globals() -> list[Any]:
+    """What NumPy arrays in pickles (NumPy RNG state of older checkpoints) need: array reconstruction
+    and dtypes, under both module names NumPy 1 and 2 write."""
     try:
-        with os.fdopen(fd, "wb") as fh:
-            torch.save(state, fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+        from numpy._core.multiarray import _reconstruct
+    except ImportError:  # NumPy 1
+        from numpy.core.multiarray import _reconstruct
+    out: list[Any] = [np.ndarray, np.dtype, _reconstruct]
+    out += [(_reconstruct, name) for name in ("numpy.core.multiarray._reconstruct",
+                                              "numpy._core.multiarray._reconstruct")]
+    out += [type(np.dtype(c)) for c in "?bBhHiIlLqQefdgFDGUS"]
+    return out
+
+
+def save_checkpoint(state: dict[str, Any], path: str | Path) -> None:
+    """Write ``state`` to ``path`` atomically: a crash mid-write never leaves a half file under ``path``.
+
+    ``state`` must hold only tensors and plain data, so the file loads with ``weights_only=True``.
+    """
+    with atomic_writer(path, fsync=True) as fh:
+        torch.save(state, fh)
+
+
+def _refused_global(exc: BaseException) -> str | None:
+    """The function or class a weights-only load refused to call (``posix.system``), if that was why."""
+    found = re.findall(r"GLOBAL ([\w.]+)", str(exc))
+    return found[0] if found else None
+
+
+def _first_reason(exc: BaseException) -> str:
+    text = str(exc)
+    if "WeightsUnpickler error:" in text:  # torch's reason, after several lines of advice
+        text = text.split("WeightsUnpickler error:", 1)[1]
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    return lines[0] if lines else type(exc).__name__
 
 
 def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
-    """Read a checkpoint written by ``save_checkpoint``; raises CheckpointError naming the file."""
+    """Read a checkpoint written by ``save_checkpoint`` (weights-only unpickling: no code runs).
+
+    Raises :class:`UnsafeCheckpointError` for a pickle that would call anything else, and
+    :class:`CheckpointError` naming the file for a missing, corrupt or foreign one.
+    """
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"checkpoint not found: {path}")
     try:
-        state = torch.load(path, map_location=map_location, weights_only=False)
+        with torch.serialization.safe_globals(_legacy_numpy_globals()), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # torch warns about pickle protocols before refusing a file
+            state = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as exc:  # torch raises several types for truncated/garbage files
-        raise CheckpointError(f"{path}: not a readable checkpoint (corrupt or truncated?): {exc}") from None
+        call = _refused_global(exc)
+        if call is not None:
+            raise UnsafeCheckpointError(
+                f"{path}: refused to load: its pickle calls {call}, which could run code on this machine; "
+                "pointmamba checkpoints hold only weights and plain data (load files only from sources you trust)"
+            ) from None
+        raise CheckpointError(f"{path}: not a readable checkpoint (corrupt, truncated or not written by "
+                              f"torch.save): {_first_reason(exc)}") from None
     if not isinstance(state, dict) or "model" not in state:
         raise CheckpointError(f"{path}: not a pointmamba checkpoint (no 'model' entry)")
     return state
+
+
+# ------------------------------------------------------------------------------ model compatibility
+def _flatten(d: dict[str, Any], prefix: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(_flatten(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def model_config_diff(checkpoint_cfg: dict[str, Any], cfg: dict[str, Any]) -> list[str]:
+    """``["model.enc_channels: checkpoint [16, 16], config [32, 32]", ...]`` for every model key whose
+    value differs (keys a checkpoint predates count with their default)."""
+    from ..models.config import resolve_model_config
+
+    def resolved(c: dict[str, Any]) -> dict[str, Any]:
+        try:
+            return resolve_model_config(c.get("model") or {})
+        except ValueError:
+            return dict(c.get("model") or {})
+
+    a, b = _flatten(resolved(checkpoint_cfg), "model."), _flatten(resolved(cfg), "model.")
+    missing = object()
+    return [f"{k}: checkpoint {a.get(k, '<absent>')!r}, config {b.get(k, '<absent>')!r}"
+            for k in sorted(set(a) | set(b)) if a.get(k, missing) != b.get(k, missing)]
+
+
+def check_model_config(state: dict[str, Any], cfg: dict[str, Any], path: str | Path) -> None:
+    """Raise CheckpointError in one line naming the differing keys when ``cfg`` builds another model than
+    the one stored in the checkpoint ``state`` (nothing is checked if it stores no config)."""
+    if not isinstance(state.get("config"), dict):
+        return
+    diff = model_config_diff(state["config"], cfg)
+    if diff:
+        raise CheckpointError(f"{path}: the config's model differs from the checkpoint's in {len(diff)} key(s): "
+                              + "; ".join(diff[:8]) + ("; ..." if len(diff) > 8 else ""))
+
+
+def load_model_weights(model: torch.nn.Module, weights: dict[str, torch.Tensor], path: str | Path) -> None:
+    """``model.load_state_dict(weights)`` with a one-line summary instead of torch's dump on a mismatch."""
+    own = model.state_dict()
+    missing = [k for k in own if k not in weights]
+    unexpected = [k for k in weights if k not in own]
+    shapes = [f"{k} {tuple(weights[k].shape)} vs {tuple(own[k].shape)}" for k in own
+              if k in weights and hasattr(weights[k], "shape") and tuple(weights[k].shape) != tuple(own[k].shape)]
+    if missing or unexpected or shapes:
+        parts = []
+        if shapes:
+            parts.append(f"{len(shapes)} shape mismatch(es) (checkpoint vs model), first {shapes[0]}")
+        if missing:
+            parts.append(f"{len(missing)} weight(s) missing, first {missing[0]}")
+        if unexpected:
+            parts.append(f"{len(unexpected)} unexpected weight(s), first {unexpected[0]}")
+        raise CheckpointError(f"{path}: weights do not fit the model config: " + "; ".join(parts))
+    model.load_state_dict(weights)

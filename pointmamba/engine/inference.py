@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from ..config import ConfigError
-from .checkpoint import CheckpointError, load_checkpoint
+from .checkpoint import CheckpointError, check_model_config, load_checkpoint, load_model_weights
 from .evaluate import autocast
 from .warmup import restore_relpos_state
 
@@ -39,14 +39,12 @@ def load_trained(checkpoint: str | Path, device: torch.device,
         if "config" not in state:
             raise CheckpointError(f"{checkpoint}: no config stored in the checkpoint")
         config = state["config"]
+    check_model_config(state, config, checkpoint)  # one line naming the keys, not torch's size-mismatch dump
     try:
         model = build_model(config)
     except ValueError as exc:
         raise ConfigError(f"{checkpoint}: config does not build a model: {exc}") from None
-    try:
-        model.load_state_dict(state["model"])
-    except RuntimeError as exc:
-        raise CheckpointError(f"{checkpoint}: weights do not fit the model config: {exc}") from None
+    load_model_weights(model, state["model"], checkpoint)
     restore_relpos_state(model, state)
     return model.to(device).eval(), config
 

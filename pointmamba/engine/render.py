@@ -66,7 +66,7 @@ def render_segmentation(path: str | Path, aligned: np.ndarray, faces: np.ndarray
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from ..data.mesh import atomic_write
+    from ..atomic_file import atomic_write
 
     rows = [("prediction", classes, fdi, None)]
     if reference_fdi is not None and reference_classes is not None:

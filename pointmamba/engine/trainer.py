@@ -12,26 +12,43 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm import tqdm
 
-from .checkpoint import load_checkpoint, save_checkpoint
+from .checkpoint import check_model_config, load_checkpoint, load_model_weights, save_checkpoint
 from .datasets import build_dataset, build_loader, ensure_data
 from .distributed import DistInfo, all_reduce_sum, barrier, cleanup, init_distributed
 from .evaluate import autocast, evaluate
 from .hooks import Hook
 from .optim import build_optimizer, build_scheduler
+from .preflight import check_dataset, mirrored_scans
 from .seed import rng_state, set_deterministic, set_rng_state, set_seed
 from .warmup import WarmupSwitch
+from .work_dir import check_work_dir, clear_previous_run, remove_stale_temp_files
 
 
 class TrainingDiverged(RuntimeError):
     """Too many non-finite losses in a row."""
 
 
-def resolve_device(name: str) -> torch.device:
+class DeviceError(ValueError):
+    """A device name that is unknown or not available on this machine."""
+
+
+def resolve_device(name: str, what: str = "train.device") -> torch.device:
+    """``auto`` (CUDA where available, else CPU), ``cpu``, ``cuda`` or ``cuda:N``; ``what`` names the
+    setting in the error message (``--device`` for the tools)."""
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError("train.device='cuda' but no CUDA device is available (use 'cpu' or 'auto')")
-    return torch.device(name)
+    try:
+        device = torch.device(name)
+    except (RuntimeError, TypeError, ValueError):
+        raise DeviceError(f"{what}={name!r} is not a device: use auto, cpu, cuda or cuda:N") from None
+    if device.type not in ("cpu", "cuda"):
+        raise DeviceError(f"{what}={name!r}: only cpu and cuda are supported (or auto)")
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise DeviceError(f"{what}={name!r} but no CUDA device is available (use cpu or auto)")
+        if device.index is not None and device.index >= torch.cuda.device_count():
+            raise DeviceError(f"{what}={name!r} but this machine has {torch.cuda.device_count()} CUDA device(s)")
+    return device
 
 
 class Trainer:
@@ -42,7 +59,8 @@ class Trainer:
     work dir together with ``config.yaml``, ``metrics.jsonl`` (one line per epoch) and TensorBoard events.
     """
 
-    def __init__(self, cfg: dict[str, Any], resume: bool = False, hooks: list[Hook] | None = None) -> None:
+    def __init__(self, cfg: dict[str, Any], resume: bool = False, hooks: list[Hook] | None = None,
+                 overwrite: bool = False) -> None:
         from .. import build_model
         from ..config import dump_config
 
@@ -54,20 +72,43 @@ class Trainer:
             self.device = torch.device("cuda", self.dist.local_rank)
         self.work_dir = Path(cfg["work_dir"])
         self.is_main = self.dist.is_main
+        # before anything is written: a previous run is replaced only when asked, and a resumed one only
+        # by the same model (config.yaml is rewritten only after that check)
+        check_work_dir(self.work_dir, resume, overwrite)
+        resume_state = None
+        if resume:
+            resume_state = load_checkpoint(self.work_dir / "last.pth", map_location="cpu")
+            check_model_config(resume_state, cfg, self.work_dir / "last.pth")
         if self.is_main:
             self.work_dir.mkdir(parents=True, exist_ok=True)
-            dump_config(cfg, self.work_dir / "config.yaml")
+            remove_stale_temp_files(self.work_dir)
         set_deterministic()
         set_seed(cfg["seed"])  # same on every rank: identical initial weights
 
-        if self.is_main:
-            ensure_data(cfg, self.log)
-        barrier(self.dist)
-        self.train_set = build_dataset(cfg, "train", train=True)
-        self.train_loader = build_loader(self.train_set, cfg, train=True, dist=self.dist)
-        self.val_loader = None
-        if t["val_interval"] > 0 and (cfg["data"]["val_names"] is not None or self._split_exists("val")):
-            self.val_loader = build_loader(build_dataset(cfg, "val", train=False), cfg, train=False, dist=self.dist)
+        try:
+            if self.is_main:
+                ensure_data(cfg, self.log)
+            barrier(self.dist)
+            self.train_set = build_dataset(cfg, "train", train=True)
+            self.train_loader = build_loader(self.train_set, cfg, train=True, dist=self.dist)
+            self.val_loader = None
+            val_set = None
+            if t["val_interval"] > 0 and (cfg["data"]["val_names"] is not None or self._split_exists("val")):
+                val_set = build_dataset(cfg, "val", train=False)
+                self.val_loader = build_loader(val_set, cfg, train=False, dist=self.dist)
+            # every scan read now (and cached): a bad file stops the run here, not at the first validation
+            check_dataset(self.train_set, "training", progress=t["progress"] and self.is_main)
+            if val_set is not None:
+                check_dataset(val_set, "validation", progress=t["progress"] and self.is_main)
+            for path, reason in mirrored_scans(self.train_set) if self.is_main else []:
+                self.log(f"warning: {path}: {reason}; check its labels (tools/check_data.py)")
+        except (ValueError, FileNotFoundError) as exc:
+            self.log(f"error: {exc}")
+            raise
+        if self.is_main:  # only now, with the data checked: a failed start leaves a previous run intact
+            if overwrite:
+                clear_previous_run(self.work_dir, self.log)
+            dump_config(cfg, self.work_dir / "config.yaml")
 
         self.net: nn.Module = build_model(cfg).to(self.device)
         if t["init_from"] and not resume:
@@ -106,8 +147,8 @@ class Trainer:
         self.nonfinite_streak = 0
         self.last_finite_loss: float | None = None
         set_seed(cfg["seed"] + self.dist.rank)  # training randomness differs per rank
-        if resume:
-            self.resume(self.work_dir / "last.pth")
+        if resume_state is not None:
+            self.resume(self.work_dir / "last.pth", resume_state)
 
     # ------------------------------------------------------------------ helpers
     def _init_from(self, name: str) -> None:
@@ -153,9 +194,12 @@ class Trainer:
             "config": {k: v for k, v in self.cfg.items() if not k.startswith("_")},
         }
 
-    def resume(self, path: Path) -> None:
-        state = load_checkpoint(path, map_location=self.device)
-        self.net.load_state_dict(state["model"])
+    def resume(self, path: Path, state: dict[str, Any] | None = None) -> None:
+        """Continue from checkpoint ``path`` (``state``: its content, when already loaded)."""
+        if state is None:
+            state = load_checkpoint(path, map_location="cpu")
+            check_model_config(state, self.cfg, path)
+        load_model_weights(self.net, state["model"], path)
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
         self.epoch, self.iteration = state["epoch"], state["iteration"]
@@ -308,16 +352,21 @@ class Trainer:
                f"lr {record['lr']:.2e} {record['points_per_s']:.0f} pts/s")
         if "val_miou" in record:
             msg += f" | val mIoU {record['val_miou']:.4f} acc {record['val_accuracy']:.4f}"
-        self.log(msg)
-        with open(self.work_dir / "metrics.jsonl", "a") as fh:
+        with open(self.work_dir / "metrics.jsonl", "a") as fh:  # lines past the resumed epoch are dropped
             fh.write(json.dumps({k: v for k, v in record.items() if k != "val_iou"}) + "\n")
         improved = record.get("val_miou", -math.inf) > self.best_miou
         if improved:
             self.best_miou = record["val_miou"]
         state = self.state_dict()
-        save_checkpoint(state, self.work_dir / "last.pth")
+        saved = []
         if improved:
+            # best.pth first: killed between the two saves, last.pth is one epoch behind and --resume redoes
+            # that epoch; the other order left a last.pth whose best_miou no best.pth held (best lost)
             save_checkpoint(state, self.work_dir / "best.pth")
+            saved.append("best.pth")
+        save_checkpoint(state, self.work_dir / "last.pth")
+        saved.append("last.pth")
+        self.log(f"{msg} | saved {', '.join(saved)}")
         barrier(self.dist)
 
     def close(self) -> None:

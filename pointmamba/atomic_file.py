@@ -1,0 +1,59 @@
+"""Atomic file writes (temporary file beside the target + rename) that respect the user's umask.
+
+A crash mid-write never leaves a half file under the target name, and writing through a planted
+symlink is impossible: the rename replaces the link itself, never the file it points to. ``mkstemp``
+creates files 0600; the finished file gets the mode ``open()`` would have given it (0666 minus the
+umask), so results can be shared as the user's umask allows.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+from contextlib import contextmanager
+from os import PathLike
+from pathlib import Path
+from typing import BinaryIO, Iterator
+
+
+def current_umask() -> int:
+    """The process umask, read without changing it where Linux exposes it (``/proc/self/status``).
+
+    Elsewhere it falls back to setting and restoring it, which briefly changes it for other threads.
+    """
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except OSError:
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+@contextmanager
+def atomic_writer(path: str | PathLike, fsync: bool = False) -> Iterator[BinaryIO]:
+    """``with atomic_writer(path) as fh: fh.write(...)``: the file appears under ``path`` only when the
+    block finishes without an exception; ``fsync`` also forces it to disk before the rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            yield fh
+            fh.flush()
+            os.fchmod(fh.fileno(), 0o666 & ~current_umask())
+            if fsync:
+                os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write(path: str | PathLike, payload: bytes, fsync: bool = False) -> Path:
+    """Write ``payload`` to ``path`` atomically (see :func:`atomic_writer`)."""
+    with atomic_writer(path, fsync=fsync) as fh:
+        fh.write(payload)
+    return Path(path)

@@ -1,0 +1,132 @@
+"""Where a tool writes its results: checked up front, never over an input or a file it did not write.
+
+* The output directory must be (or become) a writable directory: checked before any work, creating
+  nothing, so a typo costs a one-line error, not a traceback after minutes of inference.
+* One output name per input: inputs that share a file name in different folders get their folder's
+  name as a prefix (``a/scan_upper.obj`` -> ``a_scan_upper.*``), so no patient's result replaces another's.
+* A planned output that is an input (a mesh, a reference or the label file beside a mesh) is refused
+  always; one that exists already (a ground-truth JSON, an earlier run's result, a planted symlink) is
+  refused unless the user passes ``--overwrite``.
+* Every file is written atomically (temp file + rename): a symlink in its place is replaced, never
+  written through.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from ..atomic_file import atomic_writer
+
+
+class OutputError(ValueError):
+    """An output directory or file that cannot or must not be written."""
+
+
+def _probe(directory: Path, out: Path, what: str) -> None:
+    try:
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".pointmamba-write-test-")
+    except OSError as exc:
+        raise OutputError(f"{what} {out}: cannot write in {directory}: {exc.strerror or exc}") from None
+    os.close(fd)
+    os.unlink(tmp)
+
+
+def check_out_dir(out: str | Path, what: str = "--out") -> None:
+    """Raise :class:`OutputError` unless ``out`` is a writable directory or can be created as one (its
+    nearest existing ancestor is a writable directory). Creates nothing."""
+    out = Path(out)
+    if out.exists():
+        if not out.is_dir():
+            raise OutputError(f"{what} {out} is a file, not a directory")
+        _probe(out, out, what)
+        return
+    if out.is_symlink():
+        raise OutputError(f"{what} {out} is a broken symbolic link")
+    parent = out.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise OutputError(f"{what} {out}: {parent} is a file, not a directory")
+    _probe(parent, out, what)
+
+
+def make_out_dir(out: str | Path, what: str = "--out") -> Path:
+    out = Path(out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutputError(f"{what} {out}: cannot create the directory: {exc.strerror or exc}") from None
+    return out
+
+
+def output_stems(inputs: Sequence[str | Path]) -> list[str]:
+    """One distinct output stem per input: the file stem; where inputs in different folders share it,
+    prefixed by as many parent folder names as tell them apart; otherwise numbered (``-2``, ``-3``)."""
+    paths = [Path(p) for p in inputs]
+    stems = [p.stem for p in paths]
+    groups: dict[str, list[int]] = {}
+    for i, s in enumerate(stems):
+        groups.setdefault(s, []).append(i)
+    for stem, members in groups.items():
+        if len(members) == 1:
+            continue
+        parents = [paths[i].resolve().parent.parts for i in members]
+        for depth in range(1, max(len(p) for p in parents) + 1):
+            tags = ["_".join(p[-depth:]) for p in parents]
+            if len(set(tags)) == len(tags):
+                for i, tag in zip(members, tags):
+                    stems[i] = f"{tag}_{stem}"
+                break
+        else:
+            for k, i in enumerate(members[1:], start=2):
+                stems[i] = f"{stem}-{k}"
+    taken: dict[str, int] = {}
+    out = []
+    for s in stems:  # a prefixed name can still equal another input's plain one
+        taken[s] = taken.get(s, 0) + 1
+        out.append(s if taken[s] == 1 else f"{s}-{taken[s]}")
+    return out
+
+
+def plan_outputs(inputs: Sequence[str | Path], out: str | Path, suffixes: Sequence[str], overwrite: bool = False,
+                 protected: Iterable[str | Path] = ()) -> list[dict[str, Path]]:
+    """Output paths per input (``{suffix: out/<stem><suffix>}``), checked before anything is written.
+
+    Raises :class:`OutputError` (one line, the first problem and how many more) for an input listed
+    twice, an output that is an input or another ``protected`` file (always), or an output that exists
+    already (unless ``overwrite``).
+    """
+    out = Path(out)
+    resolved = [Path(p).resolve() for p in inputs]
+    seen: dict[Path, int] = {}
+    for i, r in enumerate(resolved):
+        if r in seen:
+            raise OutputError(f"{inputs[i]}: listed twice (as input {seen[r] + 1} and {i + 1})")
+        seen[r] = i
+    guarded = {r: f"input {p}" for r, p in zip(resolved, inputs)}
+    guarded.update({Path(p).resolve(): f"{p} (a label or reference file of the inputs)" for p in protected})
+    plan = [{sfx: out / f"{stem}{sfx}" for sfx in suffixes} for stem in output_stems(inputs)]
+    problems: list[str] = []
+    for files in plan:
+        for path in files.values():
+            target = path.resolve()  # follows a symlink planted in its place
+            if target in guarded:
+                problems.append(f"{path} would overwrite {guarded[target]}: choose another --out")
+            elif os.path.lexists(path) and not overwrite:
+                kind = "is a symbolic link" if path.is_symlink() else "exists"
+                problems.append(f"{path} {kind} (not written by this run): pass --overwrite to replace it "
+                                "or choose another --out")
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise OutputError(problems[0] + more)
+    return plan
+
+
+def save_figure(fig: Any, path: str | Path, **kwargs: Any) -> Path:
+    """``fig.savefig`` atomically (a symlink at ``path`` is replaced, not written through)."""
+    path = Path(path)
+    with atomic_writer(path) as fh:
+        fig.savefig(fh, format=path.suffix.lstrip(".") or "png", **kwargs)
+    return path

@@ -1,0 +1,144 @@
+"""Check every input before any work: a bad file stops a tool in its first second, not after an epoch
+of training or after half of the outputs were written.
+
+``check_predict_inputs`` reads every scan (and ``--reference``) that ``tools/predict.py`` was given;
+``check_dataset`` loads (and caches) every scan of a training or validation set; ``mirrored_scans``
+runs the anatomical side check (:mod:`pointmamba.data.anatomy`) on labelled training scans.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from ..data.errors import ScanFormatError
+from ..data.integrity import check_jaw_size
+from ..data.units import UnitsDecision, check_millimetres, infer_units, rescaled
+
+
+class InputError(ValueError):
+    """One or more inputs that cannot be used; the message names the first and counts the others."""
+
+
+def _raise_collected(problems: list[str], what: str) -> None:
+    if problems:
+        more = f" (and {len(problems) - 1} more bad {what})" if len(problems) > 1 else ""
+        raise InputError(problems[0] + more)
+
+
+def _named(exc: BaseException, path: Any, *others: Any) -> str:
+    """The error text, prefixed by ``path`` where it names none of the files involved."""
+    text = str(exc)
+    return text if any(str(p) in text for p in (path, *others) if p is not None) else f"{path}: {text}"
+
+
+# ------------------------------------------------------------------------------ predict
+@dataclass
+class PredictInput:
+    """A checked scan for prediction: its jaw, its units decision and its vertex count."""
+
+    path: Path
+    jaw: str | None
+    units: UnitsDecision
+    num_vertices: int
+    reference: Path | None = None
+
+
+def _sidecar_jaw(path: Path) -> str | None:
+    """The jaw a label file beside the mesh names, read leniently (prediction does not need its labels,
+    so a stale or broken one must not stop it)."""
+    sidecar = path.with_suffix(".json")
+    try:
+        jaw = json.loads(sidecar.read_text()).get("jaw")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return jaw.strip().lower() if isinstance(jaw, str) and jaw.strip().lower() in ("upper", "lower") else None
+
+
+def load_predict_scan(path: str | Path, jaw: str | None = None) -> Any:  # -> Scan
+    """The mesh at ``path`` without its labels; the jaw from ``jaw``, the file name or a label file beside it."""
+    from ..data.scan import jaw_from_name, load_scan
+
+    path = Path(path)
+    if jaw is None and jaw_from_name(path.name) is None:
+        jaw = _sidecar_jaw(path)
+    return load_scan(path, labels=False, jaw=jaw)
+
+
+def check_predict_inputs(scans: Sequence[str | Path], jaw: str | None = None, units: str = "auto",
+                         references: Sequence[str | Path] = (), need_jaw: bool = False,
+                         warn: Callable[[str], None] = print) -> list[PredictInput]:
+    """Read and check every scan (and reference) now; raise :class:`InputError` for the first bad one
+    (counting the others). Unit warnings are passed to ``warn`` once, here."""
+    from ..data.teeth3ds import read_labels
+
+    if references and len(references) != len(scans):
+        raise InputError(f"--reference needs one JSON per scan ({len(scans)}), got {len(references)}")
+    checked: list[PredictInput] = []
+    problems: list[str] = []
+    for i, path in enumerate(scans):
+        path = Path(path)
+        try:
+            scan = load_predict_scan(path, jaw)
+            check_jaw_size(scan.vertices, path)
+            if need_jaw and scan.jaw is None:
+                raise ScanFormatError(path, "jaw", "jaw unknown: name the file *_upper / *_lower or pass "
+                                                   "--jaw upper|lower (the 17-class model numbers teeth per jaw)")
+            decision = infer_units(scan.vertices, units, path)
+            ref = None
+            if references:
+                ref = Path(references[i])
+                labels = read_labels(ref, scan.num_vertices)
+                if scan.jaw is not None and labels.jaw != scan.jaw:
+                    raise ScanFormatError(ref, "jaw", f"reference is a {labels.jaw} jaw but {path} is {scan.jaw}")
+        except (ValueError, FileNotFoundError) as exc:
+            problems.append(_named(exc, path, references[i] if references else None))
+            continue
+        if decision.warning:
+            warn(f"warning: {decision.warning}")
+        checked.append(PredictInput(path, scan.jaw, decision, scan.num_vertices, ref))
+    _raise_collected(problems, "inputs")
+    return checked
+
+
+def scan_in_mm(item: PredictInput) -> tuple[Any, Any]:
+    """(the scan as in its file, the scan in mm) for a checked input."""
+    scan = load_predict_scan(item.path, item.jaw)
+    return scan, rescaled(scan, item.units.factor)
+
+
+# ------------------------------------------------------------------------------ data sets
+def check_dataset(dataset: Any, what: str, progress: bool = False) -> None:
+    """Load (and cache) every scan of a :class:`~pointmamba.data.Teeth3DSDataset` now, and check it is a jaw
+    in mm; raise :class:`InputError` naming the first bad file (and counting the others)."""
+    from tqdm import tqdm
+
+    problems: list[str] = []
+    for i in tqdm(range(len(dataset)), desc=f"checking {what} scans", disable=not progress, leave=False):
+        path = dataset.paths[i]
+        try:
+            data = dataset.preprocessed(i)
+            check_jaw_size(data["vertices"], path)
+            check_millimetres(data["vertices"], path)
+        except (ValueError, FileNotFoundError) as exc:
+            problems.append(_named(exc, path))
+    if problems:
+        root = getattr(dataset, "root", "DIR")
+        _raise_collected([f"{what} set: {p}" for p in problems[:1]] + problems[1:],
+                         f"{what} scans; tools/check_data.py {root} lists them all")
+
+
+def mirrored_scans(dataset: Any) -> list[tuple[Path, str]]:
+    """(path, reason) for every labelled scan of ``dataset`` whose labels the side check finds mirrored."""
+    from ..data.anatomy import side_check
+
+    found = []
+    for i in range(len(dataset)):
+        data = dataset.preprocessed(i)
+        if "labels" not in data:
+            continue
+        result = side_check(data["vertices"], data["labels"], str(data["jaw"]))
+        if result.mirrored:
+            found.append((dataset.paths[i], result.reason))
+    return found

@@ -68,6 +68,7 @@ DIAGNOSTICS_DEFAULTS: dict[str, Any] = {
 INFER_DEFAULTS: dict[str, Any] = {
     # whole-scan inference (tools/test.py, tools/predict.py); gains measured in docs/results/recipe_shared_scans
     "mirror_tta": True,  # also predict the mirrored scan (left/right classes swapped) and average
+    "tta_angles": [0.0],  # test-time rotations about the occlusal axis (degrees), averaged; [0.0]: none
     "tooth_decoding": True,  # positions assigned along the arch, in order, once per side (engine/tooth_decoding.py)
     "decoding_width_weight": 0.1,  # weight of the tooth-width prior of the decoding
     "graph_cut": True,  # smooth labels on the mesh by alpha-expansion (engine/graph_cut.py)

@@ -1,7 +1,8 @@
 """The measured effect of each inference switch (``infer`` config section) on a labelled split.
 
 The network runs once per scan (plain and mirrored); every combination of switches is then applied to
-the same probabilities, so the table shows what each switch adds, not run-to-run noise.
+the same probabilities, so the table shows what each switch adds, not run-to-run noise. The rotations of
+``infer.tta_angles`` apply to every variant.
 """
 from __future__ import annotations
 
@@ -42,8 +43,9 @@ def compare_switches(model: nn.Module, dataset: Any, cfg: dict[str, Any], device
         scan = load_scan(dataset.paths[i])
         target = fdi_to_class(scan.labels, scan.jaw, num_classes)
         arrays = {k: v for k, v in preprocess_scan(scan).items() if k != "labels"}
-        plain, transform = vertex_probabilities(model, arrays, scan.name, cfg, device, mirror_tta=False)
-        both, _ = vertex_probabilities(model, arrays, scan.name, cfg, device, mirror_tta=True)
+        angles = tuple(base["tta_angles"])
+        plain, transform = vertex_probabilities(model, arrays, scan.name, cfg, device, False, angles)
+        both, _ = vertex_probabilities(model, arrays, scan.name, cfg, device, True, angles)
         aligned = apply_transform(scan.vertices.astype(np.float64), transform)
         normals = apply_transform(arrays["normals"].astype(np.float64), transform, direction=True)
         for name, switches in VARIANTS.items():

@@ -64,32 +64,54 @@ def _jaw_classes(num_classes: int, jaw: str | None) -> np.ndarray | None:
     return np.concatenate([[0], teeth])
 
 
+class TestView:
+    """One test-time view in the canonical frame: optional mirror (x -> -x), then a rotation of
+    ``angle_deg`` about the occlusal axis. Called like an :class:`~pointmamba.data.Augment`."""
+
+    def __init__(self, mirror: bool = False, angle_deg: float = 0.0) -> None:
+        self.mirror, self.angle_deg = bool(mirror), float(angle_deg)
+
+    def __call__(self, coord: np.ndarray, normal: np.ndarray | None, labels: np.ndarray | None,
+                 rng: np.random.Generator | None = None) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+        from ..data.augment import mirror, rotation_about
+        from ..data.mesh import rotate
+
+        if self.mirror:
+            coord, normal, labels = mirror(coord, normal, labels)
+        if self.angle_deg:
+            rot = rotation_about([0.0, 0.0, 1.0], np.radians(self.angle_deg))
+            coord = rotate(coord, rot)
+            normal = None if normal is None else rotate(normal, rot)
+        return coord, normal, labels
+
+
 @torch.no_grad()
 def vertex_probabilities(model: nn.Module, arrays: dict[str, np.ndarray], name: str, cfg: dict[str, Any],
-                         device: torch.device, mirror_tta: bool = False) -> tuple[np.ndarray, np.ndarray]:
+                         device: torch.device, mirror_tta: bool = False,
+                         angles: tuple[float, ...] = (0.0,)) -> tuple[np.ndarray, np.ndarray]:
     """Class probabilities (V, C) of every vertex of preprocessed ``arrays`` and the 4x4 transform to the
-    canonical frame. ``mirror_tta`` also predicts the scan mirrored across the sagittal plane, swaps the
-    left/right classes back and averages the two."""
+    canonical frame, averaged over test-time views: each rotation in ``angles`` (degrees about the
+    occlusal axis) and, with ``mirror_tta``, each also mirrored across the sagittal plane with the
+    left/right classes swapped back."""
     from ..data import collate, mirror_class
-    from ..data.augment import Augment
     from ..data.dataset import make_item
 
     d = cfg["data"]
-    views = [None, Augment({"mirror": 1.0})] if mirror_tta else [None]
+    views = [TestView(m, a) for m in ((False, True) if mirror_tta else (False,)) for a in angles]
     total = None
     transform = None
-    for aug in views:
+    for view in views:
         item = make_item(arrays, name=name, num_classes=d["num_classes"], grid_size=d["grid_size"],
-                         align=d["align"], mode="test", rng=np.random.default_rng(0), augment=aug,
+                         align=d["align"], mode="test", rng=np.random.default_rng(0),
+                         augment=None if (not view.mirror and not view.angle_deg) else view,
                          jaw_feature=bool(d.get("jaw_feature", False)))
         batch = collate([item]).to(device)
         with autocast(device, bool(cfg["train"]["amp"])):
             logits = model(batch)
         probs = torch.softmax(logits.float(), 1)[batch.extra["inverse"]].cpu().numpy().astype(np.float64)
-        if aug is not None:
+        if view.mirror:
             probs = probs[:, mirror_class(np.arange(probs.shape[1]), d["num_classes"])]
-        else:
-            transform = np.asarray(item["transform"])
+        transform = np.asarray(item["transform"])  # the frame before the view's own transform
         total = probs if total is None else total + probs
     assert total is not None and transform is not None
     return total / len(views), transform
@@ -131,7 +153,8 @@ def segment_scan(model: nn.Module, scan: Any, cfg: dict[str, Any], device: torch
                          "(the 17-class model numbers teeth per jaw)")
     options = infer_options(cfg)
     arrays = {k: v for k, v in preprocess_scan(scan).items() if k != "labels"}
-    probs, transform = vertex_probabilities(model, arrays, scan.name, cfg, device, options["mirror_tta"])
+    probs, transform = vertex_probabilities(model, arrays, scan.name, cfg, device, options["mirror_tta"],
+                                            tuple(options["tta_angles"]))
     aligned = apply_transform(scan.vertices.astype(np.float64), transform)
     normals = apply_transform(arrays["normals"].astype(np.float64), transform, direction=True)
     classes = refine(probs, aligned, scan.faces, normals, scan.jaw, d["num_classes"], options)

@@ -76,7 +76,7 @@ def test_ablation_configs_load():
     configs = ablate.expand_configs([str(ROOT / "configs" / "ablation" / "*.yaml")])
     stems = {p.stem for p in configs}
     assert {"cpe", "cpe_relpos_naive", "cpe_relpos_fixed", "cpe_relpos_quantile", "cpe_relpos_warmup", "relpos_abs",
-            "sinusoidal", "spherical", "gru"} == stems
+            "sinusoidal", "spherical", "gru", "logical", "sin_gru", "sin_logical"} == stems
     cfgs = {p.stem: load_config(p) for p in configs}
     assert len({(c["seed"], c["train"]["epochs"], c["train"]["batch_size"], c["train"]["lr"]) for c in cfgs.values()}) == 1
     assert not ablate.budget_notes([{"stem": s, "cfg": c} for s, c in cfgs.items()])
@@ -87,6 +87,7 @@ def test_ablation_configs_load():
     assert m["cpe_relpos_quantile"]["relpos"]["normalization"] == "quantile"
     assert cfgs["cpe_relpos_warmup"]["warmup"]["epochs"] > 0 and cfgs["cpe_relpos_quantile"]["warmup"]["epochs"] == 0
     assert m["relpos_abs"]["position"] == "relpos+abs" and m["spherical"]["relpos"]["direction"] == "angles"
+    assert (m["logical"]["position"], m["sin_gru"]["position"], m["sin_logical"]["position"]) == ("logical", "sin+gru", "sin+logical")
     # one switch at a time along the ladder
     assert m["cpe_relpos_quantile"] == {**m["cpe_relpos_fixed"], "relpos": {**m["cpe_relpos_fixed"]["relpos"], "normalization": "quantile"}}
     assert m["cpe_relpos_warmup"] == m["cpe_relpos_quantile"]
@@ -149,3 +150,57 @@ def test_failed_run_does_not_move_the_criterion_epoch():
     rows, meta = ablate.summarize([_run("cpe", base), _run("x", base), failed], "cpe")
     assert meta["epoch"] == 10 and not meta["fallback"]
     assert rows[2]["loss_at_epoch"] is None and rows[2]["verdict"] == "–"
+
+
+def _seed_run(stem, seed, losses, miou=None):
+    return {**_run(stem, losses, miou), "seed": seed, "name": f"{stem} seed {seed}"}
+
+
+def test_seeds_pair_ratios_by_seed_and_report_mean_std(tmp_path):
+    ten = [3.0 - 0.2 * i for i in range(10)]  # epoch 10: 1.2
+    runs = [_seed_run("cpe", 0, ten, [0.2] * 10), _seed_run("x", 0, [v * 1.1 for v in ten], [0.3] * 10),
+            _seed_run("cpe", 1, [v * 2 for v in ten], [0.4] * 10), _seed_run("x", 1, [v * 2 for v in ten], [0.5] * 10)]
+    rows, meta, notes = ablate.summarize_seeds(runs, "cpe")
+    assert [(r["config"], r["seed"]) for r in rows] == [("cpe", 0), ("cpe", 1), ("x", 0), ("x", 1)]
+    assert [r["loss_ratio"] for r in rows] == pytest.approx([1.0, 1.0, 1.1, 1.0])  # each against its own seed's baseline
+    assert meta["epoch"] == 10 and meta["baseline"] == "cpe" and not notes
+    agg = {a["config"]: a for a in ablate.aggregate(rows)}
+    assert agg["x"]["loss_ratio_mean"] == pytest.approx(1.05) and agg["x"]["loss_ratio_std"] == pytest.approx(0.0707107)
+    assert agg["x"]["loss_at_epoch_mean"] == pytest.approx((1.32 + 2.4) / 2) and agg["x"]["n"] == 2
+    assert agg["x"]["best_val_miou_mean"] == pytest.approx(0.4) and agg["x"]["verdict"] == "acceptable"
+    ablate.write_seed_tables(rows, list(agg.values()), meta, runs, tmp_path, notes)
+    md = (tmp_path / "results.md").read_text()
+    assert "| `x` | 2/2 | 1.8600 ± 0.7637 | 1.050 ± 0.071 | acceptable | 0.4000 ± 0.1414 |" in md
+    assert "| `cpe` | 1 | done | 10 | 2.4000 | 1.000 | 0.4000 (1) |" in md
+    assert len(list(csv.DictReader((tmp_path / "epochs.csv").open()))) == 40
+    assert [r["config"] for r in csv.DictReader((tmp_path / "summary.csv").open())] == ["cpe", "x"]
+    ablate.plot_seed_curves(runs, meta, tmp_path / "curves.png")
+    assert (tmp_path / "curves.png").stat().st_size > 10_000
+
+
+@pytest.mark.slow
+def test_ablate_seeds_in_parallel_and_resume(tmp_path_factory):
+    """Two configs x two seeds, two at a time; a rerun skips all four."""
+    root = write_synthetic(tmp_path_factory.mktemp("synth"))
+    tmp = tmp_path_factory.mktemp("ablate_seeds")
+    (tmp / "cpe.yaml").write_text("model:\n  position: cpe\n")
+    (tmp / "logical.yaml").write_text("model:\n  position: logical\n")
+    out = tmp / "out"
+    overrides = TINY_MODEL + [f"data.root={root}", "data.train_names=[SYN00000, SYN00001]",
+                              "data.val_names=[SYN00002_upper]", "data.grid_size=0.8", "data.max_points=600",
+                              f"data.cache_dir={root / '.cache'}", "train.epochs=1", "train.batch_size=1",
+                              "train.max_steps_per_epoch=1", "train.progress=false"]
+    cmd = [sys.executable, str(ROOT / "tools" / "ablate.py"), str(tmp / "cpe.yaml"), str(tmp / "logical.yaml"),
+           "--out", str(out), "--seeds", "0", "1", "--jobs", "2", "--set", *overrides]
+    res = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    for stem in ("cpe", "logical"):
+        for seed in (0, 1):
+            work = out / stem / f"seed{seed}"
+            assert load_config(work / "config.yaml")["seed"] == seed and (work / "ablate.log").is_file()
+    md = (out / "results.md").read_text()
+    assert "Seeds 0, 1" in md and "| `logical` | 2/2 |" in md and "| `cpe` (baseline) | 2/2 |" in md
+    again = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert again.returncode == 0 and again.stdout.count("finished (1 epochs), skipped") == 4
+    bad = subprocess.run(cmd + ["seed=3"], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert bad.returncode == 2 and "drop seed=" in bad.stderr

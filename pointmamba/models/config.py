@@ -28,7 +28,8 @@ MODEL_DEFAULTS: dict[str, Any] = {
     "mixer_combine": "sum",  # BiMamba merge of the two directions: sum | concat
     "mixer_share_params": False,  # BiMamba: one Mamba for both directions
     "drop_path": 0.1,  # stochastic depth, rising linearly to this over the encoder (decoder: down from it)
-    "position": "cpe+relpos",  # position slot per stage: cpe | cpe+relpos | relpos+abs | sinusoidal | gru | none
+    "position": "cpe+relpos",  # position slot per stage: cpe | cpe+relpos | relpos+abs | sinusoidal | gru | logical
+    # | sin+gru | sin+logical | none (see models/position.py)
     "relpos": {
         "preset": "fixed",  # fixed | naive (the seed's) | custom: fills the four keys below left at null
         "gate_bias_init": None,  # gate bias added after its LayerNorm, before the sigmoid (fixed -2.0, naive 0.0)
@@ -50,6 +51,9 @@ MODEL_DEFAULTS: dict[str, Any] = {
         "min_wavelength": 1.0,  # mm; shortest Fourier wavelength
         "max_wavelength": 100.0,  # mm; longest Fourier wavelength
         "scale": 0.1,  # factor on the Fourier features
+    },
+    "logical": {
+        "window": 64,  # points per causal-attention window of `logical` / `sin+logical` (cost linear in points)
     },
 }
 

@@ -10,7 +10,12 @@
 - ``sinusoidal``: fixed Fourier features of per-sample centred coordinates, scaled and added;
 - ``gru``: a bidirectional GRU over the stage's first curve order, per sample (``pack_padded_sequence``:
   no state crosses a sample boundary, padding never enters), added residually;
+- ``logical``: causal windowed self-attention along the first curve order (``logical.py``), residual;
+- ``sin+gru`` / ``sin+logical``: ``sinusoidal``, then ``gru`` / ``logical`` on its output;
 - ``none``: nothing.
+
+Kinds build only their own sub-modules, so adding a kind leaves every other kind's parameters, random
+initialisation and outputs unchanged.
 """
 from __future__ import annotations
 
@@ -24,11 +29,12 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from ..segment import segment_reduce
 from ..sequence import pack_to_padded
 from .cpe import CPE
+from .logical import LogicalPosition
 from .relpos import RelPos, RelPosConfig
 
 __all__ = ["POSITIONS", "PositionSlot", "AbsolutePosition", "SinusoidalPosition", "GRUPosition", "build_position"]
 
-POSITIONS = ("cpe", "cpe+relpos", "relpos+abs", "sinusoidal", "gru", "none")
+POSITIONS = ("cpe", "cpe+relpos", "relpos+abs", "sinusoidal", "gru", "logical", "sin+gru", "sin+logical", "none")
 
 
 def centred_coord(point: Any) -> Tensor:
@@ -107,15 +113,17 @@ class PositionSlot(nn.Module):
         self.kind = kind
         self.cpe = CPE(channels, cfg["cpe_kernel"]) if kind in ("cpe", "cpe+relpos") else None
         self.abs_pos = AbsolutePosition(channels, **cfg["abs_pos"]) if kind == "relpos+abs" else None
-        self.sinusoidal = SinusoidalPosition(channels, **cfg["sinusoidal"]) if kind == "sinusoidal" else None
-        self.gru = GRUPosition(channels) if kind == "gru" else None
+        sin = kind in ("sinusoidal", "sin+gru", "sin+logical")
+        self.sinusoidal = SinusoidalPosition(channels, **cfg["sinusoidal"]) if sin else None
+        self.gru = GRUPosition(channels) if kind in ("gru", "sin+gru") else None
+        self.logical = LogicalPosition(channels, **cfg["logical"]) if kind in ("logical", "sin+logical") else None
         self.relpos = None
         if kind in ("cpe+relpos", "relpos+abs"):
             rcfg = RelPosConfig.from_dict(cfg["relpos"])
             self.relpos = nn.ModuleDict({str(k): RelPos(channels, rcfg) for k in sorted(set(orders_used))})
 
     def pre(self, feat: Tensor, point: Any) -> Tensor:
-        for module in (self.cpe, self.abs_pos, self.sinusoidal, self.gru):
+        for module in (self.cpe, self.abs_pos, self.sinusoidal, self.gru, self.logical):
             if module is not None:
                 feat = module(feat, point)
         return feat

@@ -1,0 +1,86 @@
+"""The tiny seeded run behind the behaviour-preservation fixtures (``tests/fixtures/reference_*``).
+
+``python tests/support/reference_run.py`` (re)writes them; ``tests/test_reference.py`` repeats the run and
+compares. The fixtures were recorded from the code before the issue-16 cleanup, so the test checks that a
+refactor changes neither the trained weights (bit for bit) nor what an old checkpoint predicts.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+FIXTURES = HERE.parent / "fixtures"
+CHECKPOINT = FIXTURES / "reference_checkpoint.pth"
+RECORD = FIXTURES / "reference_run.json"
+OVERRIDES = ["train.max_steps_per_epoch=2", "train.val_interval=0", "warmup.epochs=1", "warmup.ramp_epochs=2",
+             "model.relpos.normalization=quantile", "model.enc_channels=[8,8]", "model.dec_channels=[8]"]
+
+
+def weights_sha256(state: dict, keys: list[str]) -> str:
+    """sha256 over the names and raw bytes of ``keys`` of a state dict, in the order given."""
+    h = hashlib.sha256()
+    for key in keys:
+        t = state[key].detach().cpu().contiguous()
+        h.update(key.encode())
+        h.update(str(t.dtype).encode())
+        h.update(t.view(-1).view(dtype=__import__("torch").uint8).numpy().tobytes() if t.numel() else b"")
+    return h.hexdigest()
+
+
+def train_tiny(root: Path, work_dir: Path):
+    """The trained network (2 epochs of 2 steps, RelPos warm-up 1 epoch + ramp 2, quantile normalization)."""
+    sys.path.insert(0, str(HERE.parent))
+    from pointmamba.config import load_config
+    from pointmamba.engine.trainer import Trainer
+    from support.tiny import tiny_overrides, write_synthetic
+
+    write_synthetic(root)
+    cfg = load_config(None, tiny_overrides(root, work_dir, epochs=2) + OVERRIDES)
+    trainer = Trainer(cfg)
+    try:
+        trainer.train()
+    finally:
+        trainer.close()
+    return trainer.net
+
+
+def predict_probs(checkpoint: Path, root: Path):
+    """Whole-scan class probabilities of the synthetic validation scan from ``checkpoint`` (no refinement)."""
+    import torch
+    from pointmamba.data import load_scan
+    from pointmamba.engine.inference import load_trained, segment_scan
+
+    model, cfg = load_trained(checkpoint, torch.device("cpu"))
+    cfg = {**cfg, "infer": {"mirror_tta": True, "tooth_decoding": False, "graph_cut": False}}
+    scan = load_scan(next(root.rglob("SYN00002_upper.obj")))
+    return segment_scan(model, scan, cfg, torch.device("cpu")).probs
+
+
+def main() -> None:
+    import torch
+
+    torch.set_num_threads(1)
+    with tempfile.TemporaryDirectory() as tmp:
+        root, work = Path(tmp) / "synth", Path(tmp) / "work"
+        net = train_tiny(root, work)
+        state = net.state_dict()
+        keys = sorted(state)
+        FIXTURES.mkdir(exist_ok=True)
+        ckpt = torch.load(work / "last.pth", weights_only=True)
+        ckpt = {k: ckpt[k] for k in ("model", "config", "epoch", "iteration", "hooks") if k in ckpt}
+        torch.save(ckpt, CHECKPOINT)
+        probs = predict_probs(CHECKPOINT, root)
+        RECORD.write_text(json.dumps({
+            "torch": torch.__version__, "keys": keys, "weights_sha256": weights_sha256(state, keys),
+            "probs_sha256": hashlib.sha256(probs.tobytes()).hexdigest(), "probs_shape": list(probs.shape),
+            "warmup_factor": ckpt.get("hooks", {}).get("warmup", {}).get("factor"),
+        }, indent=1) + "\n")
+        print(f"wrote {CHECKPOINT} ({CHECKPOINT.stat().st_size} bytes) and {RECORD}")
+
+
+if __name__ == "__main__":
+    main()

@@ -38,3 +38,11 @@ def test_old_checkpoint_predicts_as_before(run: tuple[Path, torch.nn.Module]) ->
     probs = predict_probs(CHECKPOINT, run[0])
     assert list(probs.shape) == REFERENCE["probs_shape"]
     assert hashlib.sha256(probs.tobytes()).hexdigest() == REFERENCE["probs_sha256"]
+
+
+def test_old_checkpoint_loads_in_its_warmup_state() -> None:
+    from pointmamba.engine.inference import load_trained
+
+    model, _ = load_trained(CHECKPOINT, torch.device("cpu"))
+    factor = REFERENCE["warmup_factor"]
+    assert all(bool(m.enabled) == (factor > 0) and float(m.ramp) == factor for _, m in model.relpos_modules())

@@ -94,7 +94,7 @@ class _Probe:
 
     def before_step(self, trainer) -> None:
         mods = [m for _, m in trainer.net.relpos_modules()]
-        self.seen.append((trainer.epoch, tuple(m.enabled for m in mods), mods[0].ramp))
+        self.seen.append((trainer.epoch, tuple(bool(m.enabled) for m in mods), float(mods[0].ramp)))
 
     def state_dict(self):
         return {}
@@ -165,17 +165,35 @@ def test_trainer_switches_logs_and_resumes(synth, tmp_path):
             assert torch.equal(a[key], b[key]), f"{key} differs after resuming at epoch {cut_after}"
 
 
-def test_restore_relpos_state_from_checkpoint() -> None:
-    """Evaluation tools put RelPos in the state the checkpoint was trained in (off during warm-up)."""
+def test_warmup_state_is_in_the_weights() -> None:
+    """``enabled``/``ramp`` are buffers: a plain ``load_state_dict`` restores the state a model was trained in."""
     from pointmamba import build_model
-    from pointmamba.engine.warmup import restore_relpos_state
+
+    cfg = {"enc_channels": [8, 8], "enc_depths": [1, 1], "dec_channels": [8], "dec_depths": [1]}
+    model = build_model(cfg)
+    modules = [m for _, m in model.relpos_modules()]
+    assert modules and all(bool(m.enabled) and float(m.ramp) == 1.0 for m in modules)
+    for m in modules:
+        m.enabled, m.ramp = True, 0.5  # plain values fill the buffers
+    state = model.state_dict()
+    assert len([k for k in state if k.endswith((".enabled", ".ramp"))]) == 2 * len(modules)
+    fresh = build_model(cfg)
+    fresh.load_state_dict(state)
+    assert all(bool(m.enabled) and float(m.ramp) == 0.5 for _, m in fresh.relpos_modules())
+
+
+@pytest.mark.parametrize("factor", [0.0, 0.5, None])
+def test_old_checkpoint_gets_its_warmup_factor(factor: float | None) -> None:
+    """Checkpoints from before the buffers kept the state as the hook's factor: loading puts it in the weights
+    (a ``best.pth`` saved during warm-up evaluates with RelPos off; no factor: fully on)."""
+    from pointmamba import build_model
+    from pointmamba.engine.checkpoint import upgrade_weights
 
     model = build_model({"enc_channels": [8, 8], "enc_depths": [1, 1], "dec_channels": [8], "dec_depths": [1]})
-    modules = [m for _, m in model.relpos_modules()]
-    assert modules and all(m.enabled for m in modules)
-    assert restore_relpos_state(model, {"hooks": {"warmup": {"factor": 0.0}}}) == 0.0
-    assert not any(m.enabled for m in modules)
-    assert restore_relpos_state(model, {"hooks": {"warmup": {"factor": 0.5}}}) == 0.5
-    assert all(m.enabled and m.ramp == 0.5 for m in modules)
-    assert restore_relpos_state(model, {}) == 1.0  # a checkpoint without warm-up state: fully on
-    assert all(m.enabled and m.ramp == 1.0 for m in modules)
+    old = {k: v for k, v in model.state_dict().items() if not k.endswith((".enabled", ".ramp"))}
+    model.load_state_dict(old)  # plain torch loading of old weights: the defaults (on, 1)
+    assert all(bool(m.enabled) and float(m.ramp) == 1.0 for _, m in model.relpos_modules())
+    hooks = {} if factor is None else {"warmup": {"factor": factor}}
+    model.load_state_dict(upgrade_weights({"model": old, "hooks": hooks}))
+    expected = 1.0 if factor is None else factor
+    assert all(bool(m.enabled) == (expected > 0) and float(m.ramp) == expected for _, m in model.relpos_modules())

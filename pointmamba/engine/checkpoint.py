@@ -90,7 +90,28 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
                               f"torch.save): {_first_reason(exc)}") from None
     if not isinstance(state, dict) or "model" not in state:
         raise CheckpointError(f"{path}: not a pointmamba checkpoint (no 'model' entry)")
+    state["model"] = upgrade_weights(state)
     return state
+
+
+def upgrade_weights(state: dict[str, Any]) -> dict[str, Any]:
+    """The model weights of checkpoint ``state`` in today's layout.
+
+    Checkpoints written before RelPos's warm-up state (``enabled``, ``ramp``) was in the weights kept it
+    only as the warm-up hook's ``factor``: each RelPos module (found by its ``running_scale`` buffer) gets
+    the two buffers from that factor (absent: fully on), so a ``best.pth`` saved during warm-up still
+    evaluates with RelPos off.
+    """
+    weights = dict(state["model"])
+    hooks = state.get("hooks") if isinstance(state.get("hooks"), dict) else {}
+    factor = (hooks.get("warmup") or {}).get("factor")
+    factor = 1.0 if factor is None else float(factor)
+    for key in [k for k in weights if k.endswith(".running_scale")]:
+        prefix = key[: -len("running_scale")]
+        if prefix + "ramp" not in weights:
+            weights[prefix + "enabled"] = torch.tensor(factor > 0.0)
+            weights[prefix + "ramp"] = torch.tensor(factor)
+    return weights
 
 
 # ------------------------------------------------------------------------------ model compatibility

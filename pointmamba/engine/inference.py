@@ -12,7 +12,6 @@ from torch import nn
 from ..config import ConfigError
 from .checkpoint import CheckpointError, check_model_config, load_checkpoint, load_model_weights
 from .evaluate import autocast
-from .warmup import restore_relpos_state
 
 
 @dataclass
@@ -27,7 +26,7 @@ class Prediction:
 
 def load_trained(checkpoint: str | Path, device: torch.device,
                  config: dict[str, Any] | None = None) -> tuple[nn.Module, dict[str, Any]]:
-    """The trained network in eval mode, with RelPos in its trained warm-up state, and its config.
+    """The trained network in eval mode, with RelPos in its trained warm-up state (buffers in the weights), and its config.
 
     ``config`` None builds the model from the config stored in the checkpoint; a resolved config (e.g.
     the one ``tools/test.py --config`` names) is used instead when given.
@@ -45,7 +44,6 @@ def load_trained(checkpoint: str | Path, device: torch.device,
     except ValueError as exc:
         raise ConfigError(f"{checkpoint}: config does not build a model: {exc}") from None
     load_model_weights(model, state["model"], checkpoint)
-    restore_relpos_state(model, state)
     return model.to(device).eval(), config
 
 

@@ -27,15 +27,9 @@ def set_relpos_factor(model: Any, factor: float) -> float:
     return factor
 
 
-def restore_relpos_state(model: Any, checkpoint: dict[str, Any]) -> float:
-    """Put RelPos in the on/off/ramp state the checkpoint was trained in (``enabled``/``ramp`` are plain
-    attributes, not weights): a ``best.pth`` written during warm-up must be evaluated with RelPos off."""
-    factor = checkpoint.get("hooks", {}).get("warmup", {}).get("factor")
-    return set_relpos_factor(model, 1.0 if factor is None else float(factor))
-
-
 class WarmupSwitch(Hook):
-    """Sets ``enabled``/``ramp`` of every RelPos module at the start of each epoch.
+    """Sets ``enabled``/``ramp`` of every RelPos module at the start of each epoch (buffers: checkpoints
+    carry them, so a plain ``load_state_dict`` restores the state).
 
     The state is a pure function of the epoch, so a resumed run lands in the same state; the last
     applied factor is still checkpointed so logs and checks can see it.

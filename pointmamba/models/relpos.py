@@ -12,8 +12,11 @@ The seed's version trained slowly; the ``fixed`` preset starts the module close 
 -2, encoders ending in LayerNorm, scale 0.1) and ``naive`` reproduces the seed (gate bias 0, no final
 LayerNorm, scale 1, max_rel_dist 5 mm) for the ablation.
 
-Hooks: ``enabled`` (plain attribute) False makes the module an exact identity; ``ramp`` multiplies the
-contribution (warm-up); ``record`` set to a dict makes forward store detached intermediates in it
+Warm-up state: ``enabled`` False makes the module an exact identity; ``ramp`` multiplies the contribution.
+Both are buffers (0-dim bool / float tensors in the state dict, so ``load_state_dict`` restores the state a
+checkpoint was trained in); assigning a plain bool / float fills them (``module.ramp = 0.5``). Weights
+written before they were buffers load with the defaults (on, 1); ``engine/checkpoint.py`` fills them from
+such a checkpoint's warm-up factor. ``record`` set to a dict makes forward store detached intermediates in it
 (keys in :data:`RECORD_KEYS`); None (default) stores nothing.
 """
 from __future__ import annotations
@@ -35,6 +38,8 @@ NORMALIZATIONS = ("fixed", "quantile")
 DIRECTIONS = ("unit", "angles")
 RECORD_KEYS = ("feat", "dist", "dist_norm", "dist_emb", "dir_emb", "gate", "pos", "contribution")
 _QUANTILE_MAX_SAMPLES = 1 << 22  # torch.quantile refuses inputs above 16M elements; subsample with a stride
+_STATE_BUFFERS = ("enabled", "ramp")  # the warm-up state (see the module docstring)
+_STATE_DEFAULTS = {"enabled": torch.tensor(True), "ramp": torch.tensor(1.0)}
 _GATE_NORM_GAIN = 0.5  # so the gate starts concentrated around sigmoid(bias), not smeared by a unit-std LN
 
 
@@ -143,9 +148,21 @@ class RelPos(nn.Module):
         self.register_buffer("num_batches_tracked", torch.tensor(0, dtype=torch.long))
         with torch.no_grad():
             self.gate_norm.weight.fill_(_GATE_NORM_GAIN)
-        self.enabled = True
-        self.ramp = 1.0
+        self.register_buffer("enabled", torch.tensor(True))
+        self.register_buffer("ramp", torch.tensor(1.0))
         self.record: dict[str, Any] | None = None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in _STATE_BUFFERS and not isinstance(value, Tensor) and name in self._buffers:
+            with torch.no_grad():
+                self._buffers[name].fill_(value)  # keeps device and dtype; state-dict entry stays the same tensor
+            return
+        super().__setattr__(name, value)
+
+    def _load_from_state_dict(self, state_dict: dict[str, Any], prefix: str, *args: Any, **kwargs: Any) -> None:
+        for name in _STATE_BUFFERS:  # weights from before the warm-up state was in them: keep the defaults
+            state_dict.setdefault(prefix + name, _STATE_DEFAULTS[name].clone())
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     # ---------------------------------------------------------------- distance normalization
     def _normalizer(self, dist: Tensor, first: Tensor) -> Tensor | float:
@@ -198,4 +215,4 @@ class RelPos(nn.Module):
     def extra_repr(self) -> str:
         c = self.cfg
         return (f"normalization={c.normalization}, max_rel_dist={c.max_rel_dist}, direction={c.direction}, "
-                f"final_norm={c.final_norm}, enabled={self.enabled}, ramp={self.ramp}")
+                f"final_norm={c.final_norm}, enabled={bool(self.enabled)}, ramp={float(self.ramp)}")

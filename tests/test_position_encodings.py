@@ -12,7 +12,7 @@ from torch import nn
 from pointmamba import build_model
 from pointmamba.models.config import resolve_model_config
 from pointmamba.models.logical import LogicalPosition
-from pointmamba.models.position import GRUPosition, build_position
+from pointmamba.models.position import GRUPosition, PositionSlot
 from pointmamba.structure import PointBatch
 
 NEW = ["logical", "sin+gru", "sin+logical"]
@@ -46,7 +46,7 @@ def _samples(point: PointBatch) -> list[tuple[torch.Tensor, torch.Tensor]]:
 def _slot(kind: str, channels: int = 12, seed: int = 0) -> nn.Module:
     torch.manual_seed(seed)
     cfg = resolve_model_config({"logical": {"window": WINDOW}, "sinusoidal": {"scale": 1.0}})
-    return build_position(kind, channels, [0, 1], cfg)
+    return PositionSlot(kind, channels, [0, 1], cfg)
 
 
 def _reference_logical(m: LogicalPosition, feat: torch.Tensor, point: PointBatch) -> torch.Tensor:

@@ -30,9 +30,6 @@ from .scan import jaw_from_name, load_scan
 CACHE_VERSION = 2
 """Bump when the cached content changes; old cache files are then ignored."""
 
-SPLITS_DEFAULT = ("train", "val", "test")
-
-
 def default_cache_dir() -> Path:
     """``$POINTMAMBA_CACHE`` or ``~/.cache/pointmamba``, plus ``/preprocess``."""
     base = os.environ.get("POINTMAMBA_CACHE") or Path.home() / ".cache" / "pointmamba"

@@ -22,7 +22,6 @@ import numpy as np
 JAWS = ("upper", "lower")
 NUM_CLASSES = (17, 33)
 IGNORE_INDEX = -100
-GINGIVA = 0
 
 UPPER_FDI = tuple(range(11, 19)) + tuple(range(21, 29))
 LOWER_FDI = tuple(range(31, 39)) + tuple(range(41, 49))

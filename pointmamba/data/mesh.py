@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 import warnings
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from os import PathLike
 from pathlib import Path
 
@@ -56,10 +56,6 @@ class Scan:
 
     def vertex_normals(self) -> np.ndarray:
         return vertex_normals(self.vertices, self.faces)
-
-    def transformed(self, transform: np.ndarray) -> "Scan":
-        """A copy with ``vertices`` mapped by the 4x4 ``transform`` (faces and labels shared)."""
-        return replace(self, vertices=apply_transform(self.vertices, transform), meta=dict(self.meta))
 
 
 def rotate(points: np.ndarray, matrix: np.ndarray) -> np.ndarray:

@@ -25,7 +25,7 @@ from .block import MambaBlock
 from .config import resolve_model_config
 from .cpe import Stem
 from .pooling import POOL_REDUCTIONS, GridPooling, GridUnpooling
-from .position import POSITIONS, build_position
+from .position import POSITIONS, PositionSlot
 from .relpos import RelPos
 
 __all__ = ["PointMambaSeg", "Stage", "build_model", "count_parameters"]
@@ -40,7 +40,7 @@ class Stage(nn.Module):
         super().__init__()
         self.num_orders = len(cfg["orders"])
         orders_used = [i % self.num_orders for i in range(depth)]
-        self.position = build_position(cfg["position"], channels, orders_used, cfg)
+        self.position = PositionSlot(cfg["position"], channels, orders_used, cfg)
         self.blocks = nn.ModuleList(
             MambaBlock(channels, d_state=cfg["d_state"], d_conv=cfg["d_conv"], expand=cfg["expand"],
                        combine=cfg["mixer_combine"], share_params=cfg["mixer_share_params"], drop_path=drop_paths[i])

@@ -32,7 +32,7 @@ from .cpe import CPE
 from .logical import LogicalPosition
 from .relpos import RelPos, RelPosConfig
 
-__all__ = ["POSITIONS", "PositionSlot", "AbsolutePosition", "SinusoidalPosition", "GRUPosition", "build_position"]
+__all__ = ["POSITIONS", "PositionSlot", "AbsolutePosition", "SinusoidalPosition", "GRUPosition"]
 
 POSITIONS = ("cpe", "cpe+relpos", "relpos+abs", "sinusoidal", "gru", "logical", "sin+gru", "sin+logical", "none")
 
@@ -130,8 +130,3 @@ class PositionSlot(nn.Module):
 
     def relpos_for(self, k: int) -> RelPos | None:
         return self.relpos[str(k)] if self.relpos is not None else None
-
-
-def build_position(kind: str, channels: int, orders_used: list[int], cfg: dict[str, Any]) -> PositionSlot:
-    """The position slot of one stage (``cfg`` is the resolved model config)."""
-    return PositionSlot(kind, channels, orders_used, cfg)

@@ -12,7 +12,7 @@ from torch import nn
 from pointmamba import build_model
 from pointmamba.models.config import resolve_model_config
 from pointmamba.models.logical import LogicalPosition
-from pointmamba.models.position import GRUPosition, PositionSlot
+from pointmamba.models.position import PART_CLASSES, POSITION_PARTS, GRUPosition, PositionSlot
 from pointmamba.structure import PointBatch
 
 NEW = ["logical", "sin+gru", "sin+logical"]
@@ -46,7 +46,8 @@ def _samples(point: PointBatch) -> list[tuple[torch.Tensor, torch.Tensor]]:
 def _slot(kind: str, channels: int = 12, seed: int = 0) -> nn.Module:
     torch.manual_seed(seed)
     cfg = resolve_model_config({"logical": {"window": WINDOW}, "sinusoidal": {"scale": 1.0}})
-    return PositionSlot(kind, channels, [0, 1], cfg)
+    return PositionSlot(kind, channels, [0, 1], cpe_kernel=cfg["cpe_kernel"], abs_pos=cfg["abs_pos"],
+                        sinusoidal=cfg["sinusoidal"], logical=cfg["logical"], relpos=cfg["relpos"])
 
 
 def _reference_logical(m: LogicalPosition, feat: torch.Tensor, point: PointBatch) -> torch.Tensor:
@@ -178,3 +179,18 @@ def test_network_gradients_and_batch_invariance(kind: str) -> None:
         alone = model(PointBatch.from_list([a[0]], [a[1]], grid_size=0.5))
         together = model(PointBatch.from_list([b[0], a[0]], [b[1], a[1]], grid_size=0.5))[40:]
     assert (together - alone).abs().max() <= 1e-5
+
+
+@pytest.mark.parametrize("kind", sorted(POSITION_PARTS))
+def test_slot_builds_exactly_the_parts_of_its_kind(kind: str) -> None:
+    slot = _slot(kind)
+    parts = POSITION_PARTS[kind]
+    for name, cls in PART_CLASSES.items():
+        module = getattr(slot, name)
+        assert (module is not None) == (name in parts) and (module is None or type(module) is cls), name
+    assert (slot.relpos is not None) == ("relpos" in parts)
+    point = _batch([30, 20], seed=1)
+    out = slot.pre(point.feat, point)
+    assert out.shape == point.feat.shape
+    if not set(parts) - {"relpos"}:  # nothing runs before the blocks
+        assert torch.equal(out, point.feat)

@@ -74,7 +74,7 @@ def build_probe(position: str, channels: int, depth: int, window: int) -> "Any":
     from torch import nn
 
     from pointmamba.models.config import resolve_model_config
-    from pointmamba.models.network import Stage
+    from pointmamba.models.network import Stage, stage_options
 
     cfg = resolve_model_config({"position": position, "orders": list(ORDERS), "drop_path": 0.0,
                                 "logical": {"window": window}})
@@ -83,7 +83,7 @@ def build_probe(position: str, channels: int, depth: int, window: int) -> "Any":
         def __init__(self) -> None:
             super().__init__()
             self.stem = nn.Linear(1, channels)
-            self.stage = Stage(channels, depth, [0.0] * depth, cfg)
+            self.stage = Stage(channels, depth, [0.0] * depth, **stage_options(cfg))
             self.head = nn.Sequential(nn.Linear(channels, channels), nn.GELU(), nn.Linear(channels, 1))
 
         def forward(self, point: Any, marks: torch.Tensor) -> torch.Tensor:

@@ -28,22 +28,39 @@ from .pooling import POOL_REDUCTIONS, GridPooling, GridUnpooling
 from .position import POSITIONS, PositionSlot
 from .relpos import RelPos
 
-__all__ = ["PointMambaSeg", "Stage", "build_model", "count_parameters"]
+__all__ = ["PointMambaSeg", "Stage", "build_model", "count_parameters", "stage_options"]
 
 log = logging.getLogger("pointmamba")
 
 
-class Stage(nn.Module):
-    """Position slot + Mamba blocks at one resolution: ``forward(feat, point) -> feat``."""
+def stage_options(cfg: dict[str, Any]) -> dict[str, Any]:
+    """The :class:`Stage` keywords a resolved model config sets (the same for every stage)."""
+    return {
+        "num_orders": len(cfg["orders"]),
+        "position": cfg["position"],
+        "position_options": {"cpe_kernel": cfg["cpe_kernel"], "abs_pos": cfg["abs_pos"], "sinusoidal": cfg["sinusoidal"],
+                             "logical": cfg["logical"], "relpos": cfg["relpos"]},
+        "d_state": cfg["d_state"], "d_conv": cfg["d_conv"], "expand": cfg["expand"],
+        "mixer_combine": cfg["mixer_combine"], "mixer_share_params": cfg["mixer_share_params"],
+    }
 
-    def __init__(self, channels: int, depth: int, drop_paths: list[float], cfg: dict[str, Any]) -> None:
+
+class Stage(nn.Module):
+    """Position slot + Mamba blocks at one resolution: ``forward(feat, point) -> feat``.
+
+    Block i runs along order ``i % num_orders``; ``position_options`` are :class:`PositionSlot`'s keywords.
+    """
+
+    def __init__(self, channels: int, depth: int, drop_paths: list[float], *, num_orders: int,
+                 position: str = "cpe+relpos", position_options: dict[str, Any] | None = None, d_state: int = 8,
+                 d_conv: int = 4, expand: float = 2, mixer_combine: str = "sum", mixer_share_params: bool = False) -> None:
         super().__init__()
-        self.num_orders = len(cfg["orders"])
+        self.num_orders = num_orders
         orders_used = [i % self.num_orders for i in range(depth)]
-        self.position = PositionSlot(cfg["position"], channels, orders_used, cfg)
+        self.position = PositionSlot(position, channels, orders_used, **(position_options or {}))
         self.blocks = nn.ModuleList(
-            MambaBlock(channels, d_state=cfg["d_state"], d_conv=cfg["d_conv"], expand=cfg["expand"],
-                       combine=cfg["mixer_combine"], share_params=cfg["mixer_share_params"], drop_path=drop_paths[i])
+            MambaBlock(channels, d_state=d_state, d_conv=d_conv, expand=expand,
+                       combine=mixer_combine, share_params=mixer_share_params, drop_path=drop_paths[i])
             for i in range(depth)
         )
 
@@ -80,15 +97,16 @@ class PointMambaSeg(nn.Module):
         self.cpe_stem = Stem(cfg["in_channels"], enc_c[0], cfg["stem_kernel"])
         enc_dp = torch.linspace(0, cfg["drop_path"], sum(enc_d)).tolist() if sum(enc_d) else []
         dec_dp = torch.linspace(0, cfg["drop_path"], sum(dec_d)).tolist() if sum(dec_d) else []
+        options = stage_options(cfg)
         self.enc = nn.ModuleList()
         for s, (c, d) in enumerate(zip(enc_c, enc_d)):
-            stage = Stage(c, d, enc_dp[sum(enc_d[:s]):sum(enc_d[: s + 1])], cfg)
+            stage = Stage(c, d, enc_dp[sum(enc_d[:s]):sum(enc_d[: s + 1])], **options)
             stage.pool = GridPooling(enc_c[s - 1], c, cfg["pool_reduce"]) if s > 0 else None
             self.enc.append(stage)
         self.dec = nn.ModuleList()
         for s, (c, d) in enumerate(zip(dec_c, dec_d)):
             coarse = dec_c[s + 1] if s + 1 < len(dec_c) else enc_c[-1]
-            stage = Stage(c, d, dec_dp[sum(dec_d[:s]):sum(dec_d[: s + 1])][::-1], cfg)
+            stage = Stage(c, d, dec_dp[sum(dec_d[:s]):sum(dec_d[: s + 1])][::-1], **options)
             stage.unpool = GridUnpooling(coarse, enc_c[s], c)
             self.dec.append(stage)
         head_c = dec_c[0] if dec_c else enc_c[0]

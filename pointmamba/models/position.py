@@ -32,9 +32,22 @@ from .cpe import CPE
 from .logical import LogicalPosition
 from .relpos import RelPos, RelPosConfig
 
-__all__ = ["POSITIONS", "PositionSlot", "AbsolutePosition", "SinusoidalPosition", "GRUPosition"]
+__all__ = ["POSITIONS", "POSITION_PARTS", "PositionSlot", "AbsolutePosition", "SinusoidalPosition", "GRUPosition"]
 
-POSITIONS = ("cpe", "cpe+relpos", "relpos+abs", "sinusoidal", "gru", "logical", "sin+gru", "sin+logical", "none")
+POSITION_PARTS: dict[str, tuple[str, ...]] = {
+    "cpe": ("cpe",),
+    "cpe+relpos": ("cpe", "relpos"),
+    "relpos+abs": ("abs_pos", "relpos"),
+    "sinusoidal": ("sinusoidal",),
+    "gru": ("gru",),
+    "logical": ("logical",),
+    "sin+gru": ("sinusoidal", "gru"),
+    "sin+logical": ("sinusoidal", "logical"),
+    "none": (),
+}
+"""``model.position`` value -> the parts its slot runs (names of :data:`PART_CLASSES` plus ``relpos``)."""
+
+POSITIONS = tuple(POSITION_PARTS)
 
 
 def centred_coord(point: Any) -> Tensor:
@@ -100,30 +113,45 @@ class GRUPosition(nn.Module):
         return feat + self.proj(y[mask]).index_select(0, point.inverse[0])
 
 
+PART_CLASSES: dict[str, type[nn.Module]] = {
+    "cpe": CPE,
+    "abs_pos": AbsolutePosition,
+    "sinusoidal": SinusoidalPosition,
+    "gru": GRUPosition,
+    "logical": LogicalPosition,
+}
+"""Part name (also its attribute, which diagnostics group by) -> class; ``pre`` runs them in this order."""
+
+
 class PositionSlot(nn.Module):
     """A stage's position encodings: ``pre(feat, point)`` before the blocks, ``relpos_for(k)`` per order.
 
-    Sub-module names (``cpe``, ``relpos``, ``abs_pos``, ...) are what diagnostics group parameters by.
+    ``kind`` is a key of :data:`POSITION_PARTS`. Each part is built as ``PART_CLASSES[name](channels,
+    **options)``, its options being this constructor's keyword of the same name (``cpe_kernel`` for the
+    CPE); ``relpos`` gives one RelPos per order in ``orders_used``. Parts are built in the table's order, so
+    adding a kind leaves every other kind's parameters and random initialisation unchanged.
     """
 
-    def __init__(self, kind: str, channels: int, orders_used: list[int], cfg: dict[str, Any]) -> None:
+    def __init__(self, kind: str, channels: int, orders_used: list[int], *, cpe_kernel: int = 3,
+                 abs_pos: dict[str, Any] | None = None, sinusoidal: dict[str, Any] | None = None,
+                 logical: dict[str, Any] | None = None, relpos: RelPosConfig | dict[str, Any] | None = None) -> None:
         super().__init__()
-        if kind not in POSITIONS:
+        if kind not in POSITION_PARTS:
             raise ValueError(f"position must be one of {POSITIONS}, got {kind!r}")
         self.kind = kind
-        self.cpe = CPE(channels, cfg["cpe_kernel"]) if kind in ("cpe", "cpe+relpos") else None
-        self.abs_pos = AbsolutePosition(channels, **cfg["abs_pos"]) if kind == "relpos+abs" else None
-        sin = kind in ("sinusoidal", "sin+gru", "sin+logical")
-        self.sinusoidal = SinusoidalPosition(channels, **cfg["sinusoidal"]) if sin else None
-        self.gru = GRUPosition(channels) if kind in ("gru", "sin+gru") else None
-        self.logical = LogicalPosition(channels, **cfg["logical"]) if kind in ("logical", "sin+logical") else None
+        parts = POSITION_PARTS[kind]
+        options = {"cpe": {"kernel_size": cpe_kernel}, "abs_pos": abs_pos or {}, "sinusoidal": sinusoidal or {},
+                   "gru": {}, "logical": logical or {}}
+        for name, cls in PART_CLASSES.items():
+            setattr(self, name, cls(channels, **options[name]) if name in parts else None)
         self.relpos = None
-        if kind in ("cpe+relpos", "relpos+abs"):
-            rcfg = RelPosConfig.from_dict(cfg["relpos"])
+        if "relpos" in parts:
+            rcfg = relpos if isinstance(relpos, RelPosConfig) else RelPosConfig.from_dict(relpos or {})
             self.relpos = nn.ModuleDict({str(k): RelPos(channels, rcfg) for k in sorted(set(orders_used))})
 
     def pre(self, feat: Tensor, point: Any) -> Tensor:
-        for module in (self.cpe, self.abs_pos, self.sinusoidal, self.gru, self.logical):
+        for name in PART_CLASSES:
+            module = getattr(self, name)
             if module is not None:
                 feat = module(feat, point)
         return feat

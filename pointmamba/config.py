@@ -270,6 +270,10 @@ def load_config(path: str | Path | None = None, overrides: Iterable[str] = ()) -
         raise ConfigError(f"{path if path is not None else '<overrides>'}: model.in_channels must be {want} with "
                           f"data.jaw_feature={str(cfg['data']['jaw_feature']).lower()} (coords + normals"
                           f"{' + jaw' if want == 7 else ''}), got {cfg['model']['in_channels']}")
+    if cfg["model"]["num_classes"] != cfg["data"]["num_classes"]:
+        raise ConfigError(f"{path if path is not None else '<overrides>'}: model.num_classes "
+                          f"({cfg['model']['num_classes']}) must equal data.num_classes ({cfg['data']['num_classes']}): "
+                          "the head predicts the data's classes")
     from .config_ranges import range_errors
 
     if errors := range_errors(cfg):  # "train.batch_size must be >= 1", not the library's message later

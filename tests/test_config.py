@@ -66,3 +66,10 @@ def test_malformed_yaml_and_missing_file(tmp_path: Path) -> None:
 def test_shipped_configs_load(path: Path) -> None:
     cfg = load_config(path)
     assert cfg["model"] and cfg["data"]["root"]
+
+
+def test_model_and_data_num_classes_must_agree() -> None:
+    with pytest.raises(ConfigError, match=r"model.num_classes \(33\) must equal data.num_classes \(17\)"):
+        load_config(None, ["model.num_classes=33"])
+    cfg = load_config(None, ["model.num_classes=33", "data.num_classes=33"])
+    assert cfg["model"]["num_classes"] == cfg["data"]["num_classes"] == 33

@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from pointmamba.models.bimamba import BiMamba
-from pointmamba.models.mamba_block import Mamba
+from pointmamba.models.mamba import Mamba
 from pointmamba.sequence import reverse_index
 
 LENGTHS = [7, 0, 23, 1, 12]
@@ -235,7 +235,7 @@ def test_bimamba_degenerate_batches():
 @pytest.mark.parametrize("use_bias,use_z", [(False, True), (True, True), (True, False)])
 def test_split_in_projection_gradients(use_bias, use_z):
     """The in-projection with its place-writing backward equals F.linear + chunk, also when only x is used."""
-    from pointmamba.models.mamba_block import _SplitInProj
+    from pointmamba.models.mamba import _SplitInProj
 
     g = torch.Generator().manual_seed(4)
     h = torch.randn(2, 7, 5, generator=g, dtype=torch.float64, requires_grad=True)

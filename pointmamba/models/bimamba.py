@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from pointmamba.models.mamba_block import Mamba
+from .mamba import Mamba
 from pointmamba.sequence import pack_to_padded, padded_to_pack, reverse_index
 
 COMBINES = ("sum", "concat")

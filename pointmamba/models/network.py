@@ -21,7 +21,7 @@ from torch import Tensor, nn
 
 from ..serialization import ORDERS
 from ..structure import PointBatch
-from .block import MambaBlock
+from .mamba_block import MambaBlock
 from .config import resolve_model_config
 from .cpe import Stem
 from .pooling import POOL_REDUCTIONS, GridPooling, GridUnpooling

@@ -33,15 +33,24 @@ from .hooks import Hook
 if TYPE_CHECKING:
     from .trainer import Trainer
 
+PARAM_GROUPS: dict[str, str] = {
+    "relpos": "relpos",  # PositionSlot.relpos (one RelPos per order)
+    "cpe": "cpe",  # PositionSlot.cpe
+    "cpe_stem": "cpe",  # the stem (a sparse conv like the CPE)
+    "mixer": "mixer",  # MambaBlock.mixer (BiMamba)
+    "head": "head",  # the classifier
+}
+"""Module attribute name -> parameter group; a parameter takes the group of the first name in its dotted
+path found here, else "other" (norms, pooling, other position variants)."""
 GROUPS = ("relpos", "cpe", "mixer", "head")
 _HIST_MAX = 1 << 16  # values per histogram (strided subsample): bounds the numpy/protobuf cost
 
 
 def param_group(name: str) -> str:
-    """Parameter group of a parameter name: the first of relpos, cpe, mixer, head it contains, else other."""
-    for group in GROUPS:
-        if group in name:
-            return group
+    """Parameter group of a parameter name (see :data:`PARAM_GROUPS`)."""
+    for part in name.split("."):
+        if part in PARAM_GROUPS:
+            return PARAM_GROUPS[part]
     return "other"
 
 

@@ -7,9 +7,9 @@ stage holds one RelPos per order its blocks use, applied just before the first b
 decoder stage s unpools to encoder level s and adds the skip (PTv3's SerializedUnpooling). The head is
 Linear + LayerNorm + GELU + Linear per point.
 
-Parameter names group by substring for diagnostics: ``cpe`` (CPE convs and the stem ``cpe_stem``),
-``relpos``, ``mixer`` (BiMamba), ``head`` (classifier); everything else (norms, pooling, other position
-variants) is "other".
+Diagnostics group parameters by module name (``engine/diagnostics.py``'s ``PARAM_GROUPS``): ``cpe`` (CPE
+convs and the stem, ``cpe_stem``: the name every checkpoint's weights use), ``relpos``, ``mixer`` (BiMamba),
+``head`` (classifier); everything else (norms, pooling, other position variants) is "other".
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from ..serialization import ORDERS
 from ..structure import PointBatch
 from .mamba_block import MambaBlock
 from .config import resolve_model_config
-from .cpe import Stem
+from .stem import Stem
 from .pooling import POOL_REDUCTIONS, GridPooling, GridUnpooling
 from .position import POSITIONS, PositionSlot
 from .relpos import RelPos

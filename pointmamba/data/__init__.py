@@ -11,10 +11,10 @@ from .errors import ScanFormatError
 from .fdi import (CLASS_NAMES, IGNORE_INDEX, LOWER_FDI, UPPER_FDI, class_colors, class_to_fdi, fdi_name,
                   fdi_to_class, mirror_class, mirror_fdi)
 from .grid_sample import cap_points, grid_sample
-from .mesh import (Scan, apply_transform, read_mesh, read_obj, read_ply, read_stl, vertex_normals, write_obj,
+from .mesh import (apply_transform, read_mesh, read_obj, read_ply, read_stl, vertex_normals, write_obj,
                    write_ply, write_stl)
 from .pose import alignment_errors, canonical_pose
-from .scan import load_scan, save_scan
+from .scan import Scan, load_scan, save_scan
 from .teeth3ds import LabelFile, instances_from_labels, read_labels, save_labels
 
 

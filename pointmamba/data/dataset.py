@@ -23,9 +23,9 @@ from .augment import Augment
 from .errors import ScanFormatError
 from .fdi import IGNORE_INDEX, JAWS, check_jaw, check_num_classes, fdi_to_class
 from .grid_sample import GRID_MODES, cap_points, grid_sample
-from .mesh import MESH_SUFFIXES, Scan, apply_transform, atomic_write, vertex_normals
+from .mesh import MESH_SUFFIXES, apply_transform, atomic_write, vertex_normals
 from .pose import canonical_pose
-from .scan import jaw_from_name, load_scan
+from .scan import Scan, jaw_from_name, load_scan
 
 CACHE_VERSION = 2
 """Bump when the cached content changes; old cache files are then ignored."""

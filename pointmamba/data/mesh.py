@@ -1,4 +1,4 @@
-"""The scan container and mesh files: OBJ, PLY and STL readers, OBJ and coloured-PLY writers.
+"""Mesh files and geometry: OBJ, PLY and STL readers, OBJ and coloured-PLY writers, normals, transforms.
 
 Vertices keep their file order everywhere (Teeth3DS labels are per vertex in OBJ order). Readers are
 vectorised: a 250k-vertex OBJ parses in about half a second on one core.
@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import re
 import warnings
-from dataclasses import dataclass, field
 from os import PathLike
 from pathlib import Path
 
@@ -18,44 +17,6 @@ from .errors import ScanFormatError, ScanWarning
 from .integrity import check_complete
 
 MESH_SUFFIXES = (".obj", ".ply", ".stl")
-
-
-@dataclass
-class Scan:
-    """One jaw scan: a triangle mesh with optional per-vertex FDI labels.
-
-    ``vertices`` (V, 3) float64, ``faces`` (F, 3) int64 (0-based), ``labels`` (V,) int64 FDI numbers
-    (0 = gingiva) or None, ``instances`` (V,) int64 (0 = gingiva, 1..k one per tooth) or None, ``jaw``
-    "upper"/"lower"/None, ``id_patient``, ``path`` of the mesh file (None for generated scans) and
-    ``meta`` for anything else (the synthetic generator stores its pose there).
-    """
-
-    vertices: np.ndarray
-    faces: np.ndarray
-    labels: np.ndarray | None = None
-    jaw: str | None = None
-    id_patient: str | None = None
-    path: Path | None = None
-    instances: np.ndarray | None = None
-    meta: dict = field(default_factory=dict)
-
-    @property
-    def num_vertices(self) -> int:
-        return int(self.vertices.shape[0])
-
-    @property
-    def num_faces(self) -> int:
-        return int(self.faces.shape[0])
-
-    @property
-    def name(self) -> str:
-        """``<id_patient>_<jaw>`` (the Teeth3DS file stem), or the file stem."""
-        if self.id_patient and self.jaw:
-            return f"{self.id_patient}_{self.jaw}"
-        return self.path.stem if self.path is not None else (self.id_patient or "scan")
-
-    def vertex_normals(self) -> np.ndarray:
-        return vertex_normals(self.vertices, self.faces)
 
 
 def rotate(points: np.ndarray, matrix: np.ndarray) -> np.ndarray:

@@ -1,7 +1,8 @@
-"""Loading a scan with its labels, and saving one in Teeth3DS layout."""
+"""The scan (`Scan`: a jaw mesh with its labels), loading one with its labels, saving one in Teeth3DS layout."""
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 from os import PathLike
 from pathlib import Path
 
@@ -9,10 +10,49 @@ import numpy as np
 
 from .errors import ScanFormatError
 from .fdi import check_jaw
-from .mesh import Scan, read_mesh, write_obj
+from .mesh import read_mesh, vertex_normals, write_obj
 from .teeth3ds import check_fdi, instances_from_labels, read_labels, save_labels
 
 _JAW_IN_NAME = re.compile(r"(?:^|[_\-. ])(upper|lower)(?:$|[_\-. ])", re.IGNORECASE)
+
+
+@dataclass
+class Scan:
+    """One jaw scan: a triangle mesh with optional per-vertex FDI labels.
+
+    ``vertices`` (V, 3) float64, ``faces`` (F, 3) int64 (0-based), ``labels`` (V,) int64 FDI numbers
+    (0 = gingiva) or None, ``instances`` (V,) int64 (0 = gingiva, 1..k one per tooth) or None, ``jaw``
+    "upper"/"lower"/None, ``id_patient``, ``path`` of the mesh file (None for generated scans) and
+    ``meta`` for anything else (the synthetic generator stores its pose there).
+    """
+
+    vertices: np.ndarray
+    faces: np.ndarray
+    labels: np.ndarray | None = None
+    jaw: str | None = None
+    id_patient: str | None = None
+    path: Path | None = None
+    instances: np.ndarray | None = None
+    meta: dict = field(default_factory=dict)
+
+    @property
+    def num_vertices(self) -> int:
+        return int(self.vertices.shape[0])
+
+    @property
+    def num_faces(self) -> int:
+        return int(self.faces.shape[0])
+
+    @property
+    def name(self) -> str:
+        """``<id_patient>_<jaw>`` (the Teeth3DS file stem), or the file stem."""
+        if self.id_patient and self.jaw:
+            return f"{self.id_patient}_{self.jaw}"
+        return self.path.stem if self.path is not None else (self.id_patient or "scan")
+
+    def vertex_normals(self) -> np.ndarray:
+        return vertex_normals(self.vertices, self.faces)
+
 
 
 def jaw_from_name(name: str) -> str | None:

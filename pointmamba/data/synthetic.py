@@ -27,7 +27,8 @@ import numpy as np
 
 from .augment import random_rotation
 from .fdi import LOWER_FDI, UPPER_FDI, check_jaw
-from .mesh import Scan, apply_transform
+from .mesh import apply_transform
+from .scan import Scan
 from .teeth3ds import instances_from_labels
 
 MIN_VERTICES, MAX_VERTICES = 1000, 2_000_000

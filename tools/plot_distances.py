@@ -32,7 +32,7 @@ def collect(cfg: dict[str, Any], split: str, stages: int, progress: bool = True)
 
     from pointmamba.data import collate, find_scans
     from pointmamba.engine.curve_distances import stage_distances
-    from pointmamba.engine.datasets import build_dataset
+    from pointmamba.engine.data_builders import build_dataset
 
     orders = list(cfg["model"]["orders"])
     if split == "all":

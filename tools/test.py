@@ -35,7 +35,7 @@ def main() -> None:
     from pointmamba.config import load_config
     from pointmamba.data import CLASS_NAMES, fdi_to_class, load_scan
     from pointmamba.engine.confusion_plot import plot_confusion
-    from pointmamba.engine.datasets import build_dataset
+    from pointmamba.engine.data_builders import build_dataset
     from pointmamba.engine.inference import load_trained, segment_scan
     from pointmamba.engine.metrics import ConfusionMatrix
     from pointmamba.engine.teeth_metrics import aggregate_teeth_metrics, teeth_metrics

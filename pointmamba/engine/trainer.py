@@ -13,7 +13,7 @@ from torch import nn
 from tqdm import tqdm
 
 from .checkpoint import check_model_config, load_checkpoint, load_model_weights, save_checkpoint
-from .datasets import build_dataset, build_loader, ensure_data
+from .data_builders import build_dataset, build_loader, ensure_data
 from .distributed import DistInfo, all_reduce_sum, barrier, cleanup, init_distributed
 from .evaluate import autocast, evaluate
 from .hooks import Hook

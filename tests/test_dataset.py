@@ -63,7 +63,7 @@ def test_item_contents(root: Path) -> None:
     assert item["feat"].shape == (n, 6) and item["feat"].dtype == np.float32
     assert np.array_equal(item["feat"][:, :3], item["coord"])
     assert np.allclose(np.linalg.norm(item["feat"][:, 3:], axis=1), 1.0, atol=1e-5)
-    assert item["segment"].dtype == np.int64 and item["inverse"].shape == (v,) and item["num_vertices"] == v
+    assert item["segment"].dtype == np.int64 and item["vertex_row"].shape == (v,) and item["num_vertices"] == v
     assert (item["name"], item["jaw"]) == ("SYN00001_lower", "lower")
     expected = fdi_to_class(scan.labels, "lower", 17)
     assert np.array_equal(item["vertex_segment"], expected)
@@ -73,7 +73,7 @@ def test_item_contents(root: Path) -> None:
     normals = apply_transform(vertex_normals(scan.vertices, scan.faces), item["transform"], direction=True)
     assert np.allclose(item["feat"][:, 3:], normals[item["index"]], atol=1e-5)
     assert np.abs(apply_transform(scan.vertices, item["transform"]).mean(0)).max() < 1e-6
-    assert item["inverse"].min() == 0 and item["inverse"].max() == n - 1
+    assert item["vertex_row"].min() == 0 and item["vertex_row"].max() == n - 1
     # aligned: crowns towards +z
     teeth = item["segment"] > 0
     assert item["coord"][teeth, 2].mean() > item["coord"][~teeth, 2].mean()
@@ -86,7 +86,7 @@ def test_unaligned_and_capped(root: Path) -> None:
     ds = Teeth3DSDataset(root, names=["SYN00002_upper"], align=False, max_points=500, cache_dir=False)
     item = ds[0]
     scan = load_scan(ds.paths[0])
-    assert len(item["coord"]) == 500 and item["inverse"].shape == (scan.num_vertices,)
+    assert len(item["coord"]) == 500 and item["vertex_row"].shape == (scan.num_vertices,)
     assert np.allclose(item["transform"][:3, :3], np.eye(3))
     assert np.allclose(item["coord"], (scan.vertices - scan.vertices.mean(0))[item["index"]], atol=1e-4)
 
@@ -113,7 +113,7 @@ def test_cache_avoids_parsing_and_follows_file_changes(root: Path, tmp_path: Pat
 
     monkeypatch.setattr(dataset_module, "load_scan", no_parsing)
     second = Teeth3DSDataset(root, names=["SYN00003_upper"], cache_dir=cache)[0]  # a new object: disk cache
-    for key in ("coord", "feat", "segment", "inverse"):
+    for key in ("coord", "feat", "segment", "vertex_row"):
         assert np.array_equal(first[key], second[key])
     mem = Teeth3DSDataset(root, names=["SYN00003_upper"], cache_dir=cache, in_memory=True)
     mem[0]
@@ -158,14 +158,14 @@ def test_collate_builds_a_point_batch(root: Path, tmp_path: Path) -> None:
     assert ex["segment"].dtype == torch.int64 and ex["segment"].shape == (sum(rows),)
     assert ex["name"] == [it["name"] for it in items] and ex["jaw"] == [it["jaw"] for it in items]
     assert ex["vertex_offset"].tolist() == np.cumsum(verts).tolist()
-    inverse, voff, off = ex["inverse"], [0] + np.cumsum(verts).tolist(), [0] + batch.offset.tolist()
+    inverse, voff, off = ex["vertex_row"], [0] + np.cumsum(verts).tolist(), [0] + batch.offset.tolist()
     assert inverse.shape == (sum(verts),)
     for b in range(3):  # each sample's vertices point into its own rows
         part = inverse[voff[b]:voff[b + 1]]
         assert part.min() >= off[b] and part.max() < off[b + 1]
     # per-vertex targets through the map equal the representative's target
     assert torch.equal(ex["segment"][inverse], torch.from_numpy(np.concatenate(
-        [it["segment"][it["inverse"]] for it in items])))
+        [it["segment"][it["vertex_row"]] for it in items])))
     assert ex["transform"].shape == (3, 4, 4)
     with pytest.raises(ValueError):
         collate([])

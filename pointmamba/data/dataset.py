@@ -91,7 +91,7 @@ class Teeth3DSDataset:
 
     ``ds[i]`` is a dict: ``coord`` (N, 3) float32 (aligned, centred, augmented), ``feat`` (N, 6) float32
     (coord and vertex normal), ``segment`` (N,) int64 class ids (-100 = no label), ``index`` (N,) int64
-    the vertex each row was taken from, ``inverse`` (V,) int64 the row standing for every vertex, ``vertex_segment`` (V,) int64, ``name``, ``jaw``, ``num_vertices``,
+    the vertex each row was taken from, ``vertex_row`` (V,) int64 the row standing for every vertex, ``vertex_segment`` (V,) int64, ``name``, ``jaw``, ``num_vertices``,
     ``transform`` (4x4: original vertices -> coord frame before augmentation) and ``grid_size``.
     """
 
@@ -278,7 +278,7 @@ def make_item(d: Mapping[str, np.ndarray], name: str, num_classes: int, grid_siz
         "feat": np.concatenate(feats, 1),
         "segment": vertex_segment[index_rows],
         "index": index_rows,
-        "inverse": inverse,
+        "vertex_row": inverse,
         "vertex_segment": vertex_segment,
         "name": name,
         "jaw": jaw,
@@ -314,10 +314,11 @@ def preprocess_scan(scan: Scan) -> dict[str, np.ndarray]:
 def collate(samples: Sequence[Mapping[str, Any]], grid_size: float | None = None):  # -> PointBatch
     """Pack dataset items into a :class:`~pointmamba.structure.PointBatch`.
 
-    Extras: ``segment`` (N,) int64, ``name`` / ``jaw`` (lists), ``inverse`` (V_total,) int64 global row
-    (already offset into the packed rows) for every original vertex, ``vertex_offset`` (B,) cumulative
+    Extras: ``segment`` (N,) int64, ``name`` / ``jaw`` (lists), ``vertex_row`` (V_total,) int64 global row
+    (already offset into the packed rows) for every original vertex (the grid-sampling map; not the curve
+    order's ``PointBatch.inverse``), ``vertex_offset`` (B,) cumulative
     vertex counts, ``vertex_segment`` (V_total,) int64 and ``transform`` (B, 4, 4) float64. So per-vertex
-    predictions of the whole batch are ``logits.argmax(1)[inverse]``, split by ``vertex_offset``.
+    predictions of the whole batch are ``logits.argmax(1)[vertex_row]``, split by ``vertex_offset``.
     ``grid_size`` defaults to the items' own.
     """
     import torch
@@ -329,7 +330,7 @@ def collate(samples: Sequence[Mapping[str, Any]], grid_size: float | None = None
     if grid_size is None:
         grid_size = samples[0].get("grid_size")
     rows = np.cumsum([0] + [len(s["coord"]) for s in samples])
-    inverse = np.concatenate([np.asarray(s["inverse"], dtype=np.int64) + r for s, r in zip(samples, rows[:-1])])
+    vertex_row = np.concatenate([np.asarray(s["vertex_row"], dtype=np.int64) + r for s, r in zip(samples, rows[:-1])])
     num_vertices = [int(s["num_vertices"]) for s in samples]
     return PointBatch.from_list(
         [torch.from_numpy(np.ascontiguousarray(s["coord"], dtype=np.float32)) for s in samples],
@@ -338,7 +339,7 @@ def collate(samples: Sequence[Mapping[str, Any]], grid_size: float | None = None
         segment=torch.from_numpy(np.concatenate([np.asarray(s["segment"], dtype=np.int64) for s in samples])),
         name=[str(s["name"]) for s in samples],
         jaw=[s["jaw"] for s in samples],
-        inverse=torch.from_numpy(inverse),
+        vertex_row=torch.from_numpy(vertex_row),
         vertex_offset=torch.from_numpy(np.cumsum(num_vertices).astype(np.int64)),
         vertex_segment=torch.from_numpy(np.concatenate([np.asarray(s["vertex_segment"], dtype=np.int64)
                                                         for s in samples])),

@@ -34,8 +34,8 @@ def full_resolution(batch: PointBatch, rows: torch.Tensor) -> tuple[torch.Tensor
 
     Falls back to the sampled rows when the batch carries no map back to the vertices.
     """
-    if "inverse" in batch.extra and "vertex_segment" in batch.extra:
-        return rows[batch.extra["inverse"]], batch.extra["vertex_segment"]
+    if "vertex_row" in batch.extra and "vertex_segment" in batch.extra:
+        return rows[batch.extra["vertex_row"]], batch.extra["vertex_segment"]
     return rows, batch.extra["segment"]
 
 

@@ -106,7 +106,7 @@ def vertex_probabilities(model: nn.Module, arrays: dict[str, np.ndarray], name: 
         batch = collate([item]).to(device)
         with autocast(device, bool(cfg["train"]["amp"])):
             logits = model(batch)
-        probs = torch.softmax(logits.float(), 1)[batch.extra["inverse"]].cpu().numpy().astype(np.float64)
+        probs = torch.softmax(logits.float(), 1)[batch.extra["vertex_row"]].cpu().numpy().astype(np.float64)
         if view.mirror:
             probs = probs[:, mirror_class(np.arange(probs.shape[1]), d["num_classes"])]
         transform = np.asarray(item["transform"])  # the frame before the view's own transform

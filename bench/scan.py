@@ -104,7 +104,7 @@ def worker(kind: str, length: int, repeats: int, threads: int) -> dict:
     import numba
     import torch
 
-    from pointmamba.ops.selective_scan import selective_scan
+    from pointmamba.ops.scan import selective_scan
 
     torch.set_num_threads(threads)
     numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))

@@ -51,7 +51,7 @@ def inputs(length: int, regime: str, device: str, dtype: torch.dtype = torch.flo
 
 def run(backend: str, x: dict, grad: bool, seed: int = 1) -> tuple:
     """y (and the gradients of sum(y * gy) for every input) with ``backend`` forced."""
-    from pointmamba.ops.selective_scan import selective_scan
+    from pointmamba.ops.scan import selective_scan
 
     os.environ["POINTMAMBA_BACKEND_SCAN"] = backend
     if not grad:

@@ -9,8 +9,9 @@ import pytest
 import torch
 
 from pointmamba.ops import BackendError, backend_report, backends
-from pointmamba.ops.causal_conv1d import causal_conv1d, conv_backend
-from pointmamba.ops.selective_scan import scan_backend, selective_scan
+from pointmamba.ops.conv1d import causal_conv1d, conv1d_backend
+from pointmamba.ops.submconv import sparse_conv_backend
+from pointmamba.ops.scan import scan_backend, selective_scan
 
 backend_mod = importlib.import_module("pointmamba.ops.backend")
 ENVS = ("POINTMAMBA_BACKEND_SCAN", "POINTMAMBA_BACKEND_CONV1D", "POINTMAMBA_BACKEND_SPCONV")
@@ -43,7 +44,7 @@ def test_cpu_defaults_and_report():
     text = backend_report(["cpu"])
     assert text == "pointmamba backends on cpu: scan=numba, conv1d=numba, spconv=torch"
     u = torch.zeros(1)
-    assert scan_backend(u) == "numba" and conv_backend(u) == "numba"
+    assert scan_backend(u) == "numba" and conv1d_backend(u) == "numba" and sparse_conv_backend(u) == "torch"
     assert backend_mod._imports == {}  # CPU never tries to import the CUDA packages
 
 

@@ -9,11 +9,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from pointmamba.ops.causal_conv1d import causal_conv1d
-from pointmamba.ops.selective_scan import scan_backend, selective_scan
+from pointmamba.ops.conv1d import causal_conv1d
+from pointmamba.ops.scan import scan_backend, selective_scan
 
 # the modules themselves (``pointmamba.ops`` re-exports functions of the same names)
-conv_mod = importlib.import_module("pointmamba.ops.causal_conv1d")
+conv_mod = importlib.import_module("pointmamba.ops.conv1d")
 backend_mod = importlib.import_module("pointmamba.ops.backend")
 
 NAMES = ("u", "delta", "A", "B", "C", "D", "z", "delta_bias")
@@ -206,7 +206,7 @@ def test_shape_errors_are_clear():
 def test_backend_reporting_and_logging(monkeypatch, caplog):
     u = torch.randn(1, 2, 3)
     assert scan_backend(u) == "numba"
-    assert conv_mod.conv_backend(u) == "numba"
+    assert conv_mod.conv1d_backend(u) == "numba"
     monkeypatch.setattr(backend_mod, "_logged", set())
     with caplog.at_level(logging.DEBUG, logger="pointmamba.ops.backend"):
         selective_scan(u, u.abs(), -torch.ones(2, 3), torch.randn(1, 3, 3), torch.randn(1, 3, 3))

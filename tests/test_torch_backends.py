@@ -8,9 +8,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from pointmamba.ops.causal_conv1d import causal_conv1d
-from pointmamba.ops.selective_scan import scan_backend, selective_scan
-from pointmamba.ops.sparse_conv import sparse_conv
+from pointmamba.ops.conv1d import causal_conv1d
+from pointmamba.ops.scan import scan_backend, selective_scan
+from pointmamba.ops.submconv import sparse_conv
 from pointmamba.structure import PointBatch
 from test_selective_scan import CASES, NAMES, _kwargs, make_inputs, reference_scan, rel_err
 

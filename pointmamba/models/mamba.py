@@ -13,8 +13,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from pointmamba.ops.causal_conv1d import causal_conv1d
-from pointmamba.ops.selective_scan import selective_scan
+from pointmamba.ops.conv1d import causal_conv1d
+from pointmamba.ops.scan import selective_scan
 
 
 class _NarrowInputLinear(torch.autograd.Function):

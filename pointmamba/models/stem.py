@@ -9,7 +9,7 @@ from typing import Any
 
 from torch import Tensor, nn
 
-from ..ops.sparse_conv import SubMConv3d
+from ..ops.submconv import SubMConv3d
 
 __all__ = ["Stem"]
 

@@ -10,7 +10,7 @@ Layout is time-major: u, delta, y (batch, L, dim), so one time step of a block o
 and every inner loop runs over channels. B and C are (batch, groups, L, N). The D skip and the silu(z)
 gate are fused into both kernels (as separate torch ops, with their backward, about 0.1 s of profiled CPU
 time per 16k-point training step); delta_bias, softplus and dtype casts stay plain torch in
-``selective_scan.py`` (fusing them too was measured: no gain).
+``scan.py`` (fusing them too was measured: no gain).
 
 Design (2 Zen3 cores, see ``bench/scan.py``):
 - a task is (b, block of channels of one B/C group); the state h[n, channel] stays in a task-local array.

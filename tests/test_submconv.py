@@ -5,7 +5,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from pointmamba.ops.sparse_conv import SubMConv3d, build_neighbour_map, neighbour_map, sparse_conv
+from pointmamba.ops.submconv import SubMConv3d, build_neighbour_map, neighbour_map, sparse_conv
 from pointmamba.structure import PointBatch
 
 
@@ -119,7 +119,7 @@ def test_bad_input_errors() -> None:
 
 
 def test_binary_search_and_dense_table_agree(monkeypatch: pytest.MonkeyPatch) -> None:
-    import pointmamba.ops.sparse_conv as sc_module
+    import pointmamba.ops.submconv as sc_module
 
     gen = torch.Generator().manual_seed(3)
     grid, batch = _random_sites(gen, [80, 50], 6)
@@ -152,7 +152,7 @@ def test_rulebook_lists_exactly_the_existing_pairs() -> None:
 
 def test_chunked_rulebook_gives_the_same_result(monkeypatch: pytest.MonkeyPatch) -> None:
     """Tiny chunk budget: offsets split into pieces and groups; result and gradients as with one chunk."""
-    import pointmamba.ops.sparse_conv as sc_module
+    import pointmamba.ops.submconv as sc_module
 
     gen = torch.Generator().manual_seed(5)
     grid, batch = _random_sites(gen, [70, 45], 6)

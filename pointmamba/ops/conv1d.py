@@ -16,7 +16,7 @@ from . import backend
 _ACTIVATIONS = (None, "silu", "swish")
 
 
-def conv_backend(tensor: Tensor) -> str:
+def conv1d_backend(tensor: Tensor) -> str:
     """The backend ``causal_conv1d`` uses for inputs living where ``tensor`` lives: "causal_conv1d",
     "torch" or "numba" (see ``backend.py``)."""
     return backend.choose("conv1d", tensor.device)
@@ -31,7 +31,7 @@ def causal_conv1d(x: Tensor, weight: Tensor, bias: Tensor | None = None, activat
                          f"and weight {tuple(weight.shape)}")
     if bias is not None and tuple(bias.shape) != (x.shape[1],):
         raise ValueError(f"causal_conv1d: bias must be (dim={x.shape[1]},), got {tuple(bias.shape)}")
-    chosen = conv_backend(x)
+    chosen = conv1d_backend(x)
     if chosen == "causal_conv1d":
         # The Mamba block passes a channel-last view; causal-conv1d would take it on its channel-last path,
         # which no machine here could test. A copy to its standard (batch, dim, L) layout is cheap on a GPU.

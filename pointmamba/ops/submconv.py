@@ -39,7 +39,7 @@ from torch import Tensor, nn
 from ..segment import segment_reduce
 from . import backend
 
-__all__ = ["NeighbourMap", "build_neighbour_map", "neighbour_map", "sparse_conv", "SubMConv3d"]
+__all__ = ["NeighbourMap", "build_neighbour_map", "neighbour_map", "sparse_conv", "sparse_conv_backend", "SubMConv3d"]
 
 _CACHE_KEY = "_sparse_conv_cache"  # in PointBatch.extra: neighbour maps / spconv tensors per kernel size
 # Sites are processed in chunks whose gathered (rows, K^3 * C) block has at most this many elements (16 MB).
@@ -291,6 +291,12 @@ def _spconv_conv(feat: Tensor, point: object, weight: Tensor, bias: Tensor | Non
     return out.features if site is None else out.features[site]
 
 
+def sparse_conv_backend(tensor: Tensor) -> str:
+    """The backend ``sparse_conv`` uses for inputs living where ``tensor`` lives: "spconv" or "torch"
+    (see ``backend.py``)."""
+    return backend.choose("spconv", tensor.device)
+
+
 def sparse_conv(feat: Tensor, point: object, weight: Tensor, bias: Tensor | None = None, _holder: dict | None = None) -> Tensor:
     """Submanifold conv of row features ``feat`` (N, Cin) over ``point``'s voxels -> (N, Cout).
 
@@ -305,7 +311,7 @@ def sparse_conv(feat: Tensor, point: object, weight: Tensor, bias: Tensor | None
         raise ValueError("sparse_conv: the PointBatch has no grid_coord (build it with grid_size or grid_coord)")
     if feat.shape[0] != len(point):
         raise ValueError(f"sparse_conv: feat has {feat.shape[0]} rows but the batch has {len(point)} points")
-    if backend.choose("spconv", feat.device) == "spconv":
+    if sparse_conv_backend(feat) == "spconv":
         return _spconv_conv(feat, point, weight, bias, _holder if _holder is not None else {})
     nbr = neighbour_map(point, weight.shape[1])
     cdt = torch.float64 if torch.float64 in (feat.dtype, weight.dtype) else torch.float32

@@ -15,7 +15,7 @@ from torch import Tensor
 from .segment import batch2offset, offset2batch, offset2lengths, segment_reduce
 from .serialization import ORDERS, adaptive_depth, encode
 
-DEFAULT_ORDERS = ("z", "z-trans", "hilbert", "hilbert-trans")
+DEFAULT_ORDERS = ORDERS  # serialize along every curve unless told otherwise
 
 
 class PointBatch:

@@ -8,12 +8,14 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from ..curve_orders import ORDERS
+
 __all__ = ["MODEL_DEFAULTS", "resolve_model_config"]
 
 MODEL_DEFAULTS: dict[str, Any] = {
     "in_channels": 6,  # input feature channels (centred coords + normals)
     "num_classes": 17,  # classes per point (gingiva + 16 teeth of one jaw)
-    "orders": ["z", "z-trans", "hilbert", "hilbert-trans"],  # serialization curves; block i of a stage uses orders[i % K]
+    "orders": list(ORDERS),  # ["z", "z-trans", "hilbert", "hilbert-trans"]  # serialization curves; block i of a stage uses orders[i % K]
     "shuffle_orders": True,  # permute the curves per training forward (PTv3 augmentation); eval never shuffles
     "stem_kernel": 5,  # stem SubMConv3d kernel size
     "cpe_kernel": 3,  # CPE SubMConv3d kernel size

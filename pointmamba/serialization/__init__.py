@@ -10,10 +10,10 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from ..curve_orders import ORDERS
 from .hilbert import hilbert_decode, hilbert_encode
 from .zorder import z_decode, z_encode
 
-ORDERS = ("z", "z-trans", "hilbert", "hilbert-trans")
 MAX_DEPTH = 16
 CODE_BITS = 63  # int64 without the sign bit
 

@@ -45,23 +45,27 @@ _GATE_NORM_GAIN = 0.5  # so the gate starts concentrated around sigmoid(bias), n
 
 @dataclass(frozen=True)
 class RelPosConfig:
-    """Resolved RelPos settings (see ``MODEL_DEFAULTS['relpos']`` for each key)."""
+    """Resolved RelPos settings. Defaults live in one place each: ``MODEL_DEFAULTS['relpos']`` (with the
+    meaning of every key) and, for the four preset keys, :data:`PRESETS`; build with :meth:`from_dict`."""
 
-    gate_bias_init: float = -2.0
-    final_norm: bool = True
-    scale_init: float = 0.1
-    max_rel_dist: float = 4.0
-    normalization: str = "fixed"
-    quantile: float = 0.95
-    quantile_momentum: float = 0.1
-    quantile_min: float = 0.01
-    quantile_max: float = 100.0
-    direction: str = "unit"
+    gate_bias_init: float
+    final_norm: bool
+    scale_init: float
+    max_rel_dist: float
+    normalization: str
+    quantile: float
+    quantile_momentum: float
+    quantile_min: float
+    quantile_max: float
+    direction: str
 
     @classmethod
-    def from_dict(cls, cfg: dict[str, Any]) -> "RelPosConfig":
-        """From the ``relpos`` config section: the preset fills the four preset keys left at None."""
-        cfg = dict(cfg)
+    def from_dict(cls, cfg: dict[str, Any] | None = None) -> "RelPosConfig":
+        """From a (partial) ``relpos`` config section over ``MODEL_DEFAULTS['relpos']``: the preset fills
+        the four preset keys left at None."""
+        from .config import MODEL_DEFAULTS
+
+        cfg = {**MODEL_DEFAULTS["relpos"], **(cfg or {})}
         preset = cfg.pop("preset", "fixed")
         if preset not in (*PRESETS, "custom"):
             raise ValueError(f"relpos.preset must be one of {(*PRESETS, 'custom')}, got {preset!r}")
@@ -132,7 +136,7 @@ class RelPos(nn.Module):
 
     def __init__(self, channels: int, cfg: RelPosConfig | None = None) -> None:
         super().__init__()
-        cfg = cfg or RelPosConfig()
+        cfg = cfg or RelPosConfig.from_dict()
         cfg.check()
         self.cfg = cfg
         d = channels

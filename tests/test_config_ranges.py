@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from pointmamba.config import ConfigError, load_config
-from pointmamba.engine.trainer import DeviceError, resolve_device
+from pointmamba.device import DeviceError, resolve_device
 
 from support.tools import run_tool
 

@@ -47,7 +47,7 @@ def main() -> None:
     from pointmamba.engine.output_files import check_out_dir, make_out_dir, plan_outputs
     from pointmamba.engine.preflight import check_predict_inputs, scan_in_mm
     from pointmamba.engine.render import render_segmentation
-    from pointmamba.engine.trainer import resolve_device
+    from pointmamba.device import resolve_device
     from pointmamba.pretrained import resolve_checkpoint
 
     # everything checked before any work or output (see pointmamba/engine/preflight.py, output_files.py)

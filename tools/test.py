@@ -39,7 +39,7 @@ def main() -> None:
     from pointmamba.engine.inference import load_trained, segment_scan
     from pointmamba.engine.metrics import ConfusionMatrix
     from pointmamba.engine.teeth_metrics import aggregate_teeth_metrics, teeth_metrics
-    from pointmamba.engine.trainer import resolve_device
+    from pointmamba.device import resolve_device
 
     cfg = load_config(args.config, args.overrides)
     device = resolve_device(cfg["train"]["device"])

@@ -19,11 +19,12 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from ..atomic_file import atomic_write
 from .augment import Augment
 from .errors import ScanFormatError
 from .fdi import IGNORE_INDEX, JAWS, check_jaw, check_num_classes, fdi_to_class
 from .grid_sample import GRID_MODES, cap_points, grid_sample
-from .mesh import MESH_SUFFIXES, apply_transform, atomic_write, vertex_normals
+from .mesh import MESH_SUFFIXES, apply_transform, vertex_normals
 from .pose import canonical_pose
 from .scan import Scan, jaw_from_name, load_scan
 

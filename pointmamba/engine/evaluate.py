@@ -8,12 +8,8 @@ from torch import nn
 from tqdm import tqdm
 
 from ..structure import PointBatch
+from .inference import predict_batch
 from .metrics import ConfusionMatrix
-
-
-def autocast(device: torch.device, enabled: bool) -> Any:
-    """Mixed precision on CUDA only; a no-op context on CPU."""
-    return torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=enabled and device.type == "cuda")
 
 
 @torch.no_grad()
@@ -23,10 +19,7 @@ def predict_loader(
     """Yield (batch, per-row logits) for every batch, in eval mode."""
     model.eval()
     for batch in tqdm(loader, desc="eval", disable=not progress, leave=False):
-        batch = batch.to(device)
-        with autocast(device, amp):
-            logits = model(batch)
-        yield batch, logits.float()
+        yield predict_batch(model, batch, device, amp)
 
 
 def full_resolution(batch: PointBatch, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -11,7 +11,7 @@ from torch import nn
 
 from ..config import ConfigError
 from .checkpoint import CheckpointError, check_model_config, load_checkpoint, load_model_weights
-from .evaluate import autocast
+from ..device import autocast
 
 
 @dataclass
@@ -84,6 +84,16 @@ class TestView:
 
 
 @torch.no_grad()
+def predict_batch(model: nn.Module, batch: Any, device: torch.device, amp: bool = False) -> tuple[Any, torch.Tensor]:
+    """(the batch on ``device``, per-row float32 logits): the one forward pass of validation, testing and
+    prediction (mixed precision on CUDA when ``amp``)."""
+    batch = batch.to(device)
+    with autocast(device, amp):
+        logits = model(batch)
+    return batch, logits.float()
+
+
+@torch.no_grad()
 def vertex_probabilities(model: nn.Module, arrays: dict[str, np.ndarray], name: str, cfg: dict[str, Any],
                          device: torch.device, mirror_tta: bool = False,
                          angles: tuple[float, ...] = (0.0,)) -> tuple[np.ndarray, np.ndarray]:
@@ -103,10 +113,8 @@ def vertex_probabilities(model: nn.Module, arrays: dict[str, np.ndarray], name: 
                          align=d["align"], mode="test", rng=np.random.default_rng(0),
                          augment=None if (not view.mirror and not view.angle_deg) else view,
                          jaw_feature=bool(d.get("jaw_feature", False)))
-        batch = collate([item]).to(device)
-        with autocast(device, bool(cfg["train"]["amp"])):
-            logits = model(batch)
-        probs = torch.softmax(logits.float(), 1)[batch.extra["vertex_row"]].cpu().numpy().astype(np.float64)
+        batch, logits = predict_batch(model, collate([item]), device, bool(cfg["train"]["amp"]))
+        probs = torch.softmax(logits, 1)[batch.extra["vertex_row"]].cpu().numpy().astype(np.float64)
         if view.mirror:
             probs = probs[:, mirror_class(np.arange(probs.shape[1]), d["num_classes"])]
         transform = np.asarray(item["transform"])  # the frame before the view's own transform

@@ -12,10 +12,11 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm import tqdm
 
+from ..device import DeviceError, autocast, resolve_device  # noqa: F401 - DeviceError: old import path
 from .checkpoint import check_model_config, load_checkpoint, load_model_weights, save_checkpoint
 from .data_builders import build_dataset, build_loader, ensure_data
 from .distributed import DistInfo, all_reduce_sum, barrier, cleanup, init_distributed
-from .evaluate import autocast, evaluate
+from .evaluate import evaluate
 from .hooks import Hook
 from .optim import build_optimizer, build_scheduler
 from .preflight import check_dataset, mirrored_scans
@@ -26,29 +27,6 @@ from .work_dir import check_work_dir, clear_previous_run, remove_stale_temp_file
 
 class TrainingDiverged(RuntimeError):
     """Too many non-finite losses in a row."""
-
-
-class DeviceError(ValueError):
-    """A device name that is unknown or not available on this machine."""
-
-
-def resolve_device(name: str, what: str = "train.device") -> torch.device:
-    """``auto`` (CUDA where available, else CPU), ``cpu``, ``cuda`` or ``cuda:N``; ``what`` names the
-    setting in the error message (``--device`` for the tools)."""
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        device = torch.device(name)
-    except (RuntimeError, TypeError, ValueError):
-        raise DeviceError(f"{what}={name!r} is not a device: use auto, cpu, cuda or cuda:N") from None
-    if device.type not in ("cpu", "cuda"):
-        raise DeviceError(f"{what}={name!r}: only cpu and cuda are supported (or auto)")
-    if device.type == "cuda":
-        if not torch.cuda.is_available():
-            raise DeviceError(f"{what}={name!r} but no CUDA device is available (use cpu or auto)")
-        if device.index is not None and device.index >= torch.cuda.device_count():
-            raise DeviceError(f"{what}={name!r} but this machine has {torch.cuda.device_count()} CUDA device(s)")
-    return device
 
 
 class Trainer:

@@ -58,6 +58,11 @@ def find_scans(root: str | PathLike) -> dict[str, Path]:
     return dict(sorted(found.items()))
 
 
+def split_path(root: str | PathLike, split: str, split_dir: str | PathLike | None = None) -> Path:
+    """The split file of ``split``: ``<split_dir or root>/<split>.txt`` (the one rule every caller uses)."""
+    return Path(split_dir or root).expanduser() / f"{split}.txt"
+
+
 def read_split(path: str | PathLike) -> list[str]:
     """Names in a split file: one ``<ID>_<jaw>`` or ``<ID>`` per line; blank lines and ``#`` comments
     are skipped."""
@@ -147,7 +152,7 @@ class Teeth3DSDataset:
         elif split in (None, "all"):
             entries, source = list(found), "all scans found"
         else:
-            source = self.root / f"{split}.txt"
+            source = split_path(self.root, split)
             if not source.is_file():
                 raise FileNotFoundError(f"{source}: split file not found (pass split='all', split_file= or "
                                         "names=, or write one <ID>_<jaw> or <ID> per line)")

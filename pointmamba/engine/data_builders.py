@@ -37,6 +37,7 @@ def build_dataset(cfg: dict[str, Any], split: str, train: bool) -> Any:
     ``<split_dir>/<name>.txt``; a split named ``all`` takes every scan under the root."""
     from ..config import resolve_augment
     from ..data import Teeth3DSDataset
+    from ..data.dataset import split_path
 
     d = cfg["data"]
     root = Path(d["root"]).expanduser()
@@ -44,8 +45,7 @@ def build_dataset(cfg: dict[str, Any], split: str, train: bool) -> Any:
     split_name = d[f"{split}_split"]
     split_file = None
     if names is None and split_name != "all":
-        split_dir = Path(d["split_dir"]).expanduser() if d["split_dir"] else root
-        split_file = split_dir / f"{split_name}.txt"
+        split_file = split_path(root, split_name, d["split_dir"])
         if not split_file.is_file():
             raise FileNotFoundError(
                 f"split list {str(split_file)!r} not found for data.{split}_split={split_name!r}: write one "

@@ -146,10 +146,11 @@ class Trainer:
         self.log(f"initialized from {path}")
 
     def _split_exists(self, split: str) -> bool:
+        from ..data.dataset import read_split, split_path
+
         d = self.cfg["data"]
-        split_dir = Path(d["split_dir"] or d["root"]).expanduser()
-        path = split_dir / f"{d[split + '_split']}.txt"
-        return path.is_file() and any(ln.split("#", 1)[0].strip() for ln in path.read_text().splitlines())
+        path = split_path(d["root"], d[f"{split}_split"], d["split_dir"])
+        return path.is_file() and bool(read_split(path))
 
     def log(self, msg: str) -> None:
         if not self.is_main:

@@ -10,7 +10,7 @@ setup(
     # torch is pinned by the install commands (Makefile / README), not here, so that GPU users can keep
     # the CUDA build they already have; an unpinned torch on a bare machine pulls several GB of CUDA wheels.
     install_requires=[
-        "torch>=2.1",
+        "torch>=2.3",  # serialization uses torch.uint16/32/64 (new in 2.3)
         "numpy>=1.24",
         "scipy>=1.10",
         "numba>=0.59",
@@ -25,5 +25,16 @@ setup(
         "test": ["pytest>=7"],
         # GPU extras are installed separately (see README "GPU install"): they compile or need CUDA.
     },
-    entry_points={},
+    entry_points={
+        "console_scripts": [
+            "pointmamba-train = pointmamba.cli.train:cli",
+            "pointmamba-test = pointmamba.cli.test:cli",
+            "pointmamba-predict = pointmamba.cli.predict:cli",
+            "pointmamba-check-data = pointmamba.cli.check_data:cli",
+            "pointmamba-export-model = pointmamba.cli.export_model:cli",
+            "pointmamba-plot-distances = pointmamba.cli.plot_distances:cli",
+            "pointmamba-probe-distance = pointmamba.cli.probe_distance:cli",
+            "pointmamba-ablate = pointmamba.cli.ablate:cli",
+        ],
+    },
 )

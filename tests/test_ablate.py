@@ -14,8 +14,7 @@ from pointmamba.config import load_config
 from support.tiny import TINY_MODEL, write_synthetic
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tools"))
-import ablate  # noqa: E402
+from pointmamba.cli import ablate  # noqa: E402
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -10,8 +10,7 @@ import pytest
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tools"))
-import probe_distance  # noqa: E402
+from pointmamba.cli import probe_distance  # noqa: E402
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -102,3 +102,15 @@ def test_cpu_runtime_tuning_respects_the_user():
     assert _runtime_probe({"POINTMAMBA_CPU_TUNING": "0"}) == {"applied": {}, "spin": None}
     late = _runtime_probe({}, torch_first=True)  # too late for libgomp: left alone, not pretended
     assert late["spin"] is None and "GOMP_SPINCOUNT" not in late["applied"]
+
+
+def test_console_entry_points_resolve() -> None:
+    """Every ``console_scripts`` entry of setup.py names a callable ``cli`` in the package."""
+    import importlib
+    import re
+
+    text = (Path(__file__).resolve().parents[1] / "setup.py").read_text()
+    entries = re.findall(r'"(pointmamba-[\w-]+) = ([\w.]+):(\w+)"', text)
+    assert len(entries) >= 8
+    for script, module, attr in entries:
+        assert callable(getattr(importlib.import_module(module), attr)), script

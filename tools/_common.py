@@ -1,65 +1,7 @@
-"""Shared command-line plumbing for the tools: config arguments and friendly error exits."""
-from __future__ import annotations
-
-import argparse
-import logging
-import os
+"""For the scripts left in tools/ (demo.py): the checkout on sys.path, then the tools' shared plumbing."""
 import sys
-import warnings
 from pathlib import Path
-from typing import Any, Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
-from pointmamba.cpu_runtime import tune_cpu_runtime  # noqa: E402
-
-tune_cpu_runtime()  # before anything imports torch (see pointmamba/cpu_runtime.py)
-
-USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, FileNotFoundError)
-
-
-def add_config_args(parser: argparse.ArgumentParser, required: bool = True) -> None:
-    parser.add_argument("--config", required=required, help="YAML config (see configs/)")
-    parser.add_argument("--set", dest="overrides", nargs="+", action="extend", default=[], metavar="KEY=VALUE",
-                        help="override config keys, e.g. --set train.epochs=5 model.relpos.preset=naive")
-
-
-def parse_args(parser: argparse.ArgumentParser, argv: list[str] | None = None) -> argparse.Namespace:
-    """``parser.parse_args`` plus ``--verbose``; configures pointmamba's logging (DEBUG with --verbose, else
-    WARNING) and prints which backend each op uses on CPU (and CUDA) to stderr."""
-    parser.add_argument("--verbose", action="store_true", help="show debug log lines (e.g. each op's backend choice)")
-    args = parser.parse_args(argv)
-    logger = logging.getLogger("pointmamba")
-    if not any(getattr(h, "_pointmamba_tools", False) for h in logger.handlers):
-        handler = logging.StreamHandler()
-        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
-        handler._pointmamba_tools = True  # type: ignore[attr-defined]
-        logger.addHandler(handler)
-    logger.setLevel(logging.DEBUG if args.verbose else logging.WARNING)
-    from pointmamba.ops import backend_report
-
-    print(backend_report(), file=sys.stderr, flush=True)
-    return args
-
-
-def _one_line_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
-                      line: str | None = None) -> str:
-    return f"warning: {message}\n"
-
-
-def run_main(main: Callable[[], Any]) -> None:
-    """Run ``main``; user errors (bad config, missing files, corrupt checkpoint) exit 2 with one clear line;
-    warnings (a scan that looks cut short, say) print as one ``warning:`` line naming the file."""
-    if not os.environ.get("POINTMAMBA_DEBUG"):
-        warnings.formatwarning = _one_line_warning
-    try:
-        main()
-    except USER_ERRORS as exc:
-        if os.environ.get("POINTMAMBA_DEBUG"):
-            raise
-        print(f"error: {exc}", file=sys.stderr)
-        print("(set POINTMAMBA_DEBUG=1 for the full traceback)", file=sys.stderr)
-        sys.exit(2)
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        sys.exit(130)
+from pointmamba.cli._common import add_config_args, parse_args, run_main  # noqa: E402,F401

@@ -1,0 +1,40 @@
+#!/usr/bin/env python3
+"""Write a training checkpoint as a compact model file: float16 weights, config and warm-up state only.
+
+    tools/export_model.py CHECKPOINT --out FILE [--note TEXT]
+
+The file loads with ``torch.load(weights_only=True)`` and is read by ``tools/predict.py --checkpoint FILE``
+like any checkpoint; ``pointmamba/pretrained/teeth17_small_data.pth`` (the shipped model) was written so.
+"""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ._common import run_main
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("checkpoint", help="checkpoint written by tools/train.py")
+    parser.add_argument("--out", required=True, help="compact model file to write")
+    parser.add_argument("--note", default="", help="provenance note stored in the file")
+    args = parser.parse_args()
+
+    from pointmamba.engine.checkpoint import load_checkpoint
+    from pointmamba.pretrained import export_compact
+
+    state = load_checkpoint(args.checkpoint)
+    if "config" not in state:
+        raise ValueError(f"{args.checkpoint}: no config stored in the checkpoint")
+    out = export_compact(state, args.out, {"source": Path(args.checkpoint).name, "note": args.note})
+    print(f"written: {out} ({out.stat().st_size / 2**20:.1f} MB)")
+
+
+def cli() -> None:
+    """Entry point of ``pointmamba-export-model``."""
+    run_main(main)
+
+
+if __name__ == "__main__":
+    cli()

@@ -1,0 +1,106 @@
+#!/usr/bin/env python3
+"""Evaluate a checkpoint on a split: accuracy, per-class IoU, mIoU, Dice and the 3DTeethSeg'22 metrics.
+
+    tools/test.py --config FILE --checkpoint CKPT [--split test] [--out DIR] [--set key=value ...]
+
+Metrics are computed on every original vertex, predicted exactly as tools/predict.py does (the ``infer``
+config section: mirror test-time augmentation, tooth decoding, graph cut; switch each with --set).
+Writes DIR/metrics.json (overall, per class, per scan), DIR/per_scan.csv, DIR/per_class.csv and
+DIR/confusion.png (default DIR: <checkpoint dir>/test_<split>).
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+from pathlib import Path
+
+from ._common import add_config_args, parse_args, run_main
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_config_args(parser)
+    parser.add_argument("--checkpoint", help="checkpoint to evaluate (default: the shipped model)")
+    parser.add_argument("--split", default="test", choices=("train", "val", "test"))
+    parser.add_argument("--out", help="output directory")
+    parser.add_argument("--compare-infer", action="store_true",
+                        help="also measure every inference switch on its own (network run once per scan) -> "
+                             "DIR/infer_switches.md")
+    args = parse_args(parser)
+
+    import numpy as np
+    from tqdm import tqdm
+
+    from pointmamba.config import load_config
+    from pointmamba.data import CLASS_NAMES, fdi_to_class, load_scan
+    from pointmamba.engine.confusion_plot import plot_confusion
+    from pointmamba.engine.data_builders import build_dataset
+    from pointmamba.engine.inference import load_trained, segment_scan
+    from pointmamba.engine.metrics import ConfusionMatrix
+    from pointmamba.engine.teeth_metrics import aggregate_teeth_metrics, teeth_metrics
+    from pointmamba.device import resolve_device
+
+    cfg = load_config(args.config, args.overrides)
+    device = resolve_device(cfg["train"]["device"])
+    from pointmamba.pretrained import resolve_checkpoint
+
+    args.checkpoint = resolve_checkpoint(args.checkpoint)
+    model, cfg = load_trained(args.checkpoint, device, config=cfg)
+    num_classes = cfg["data"]["num_classes"]
+    dataset = build_dataset(cfg, args.split, train=False)
+    out = Path(args.out) if args.out else Path(args.checkpoint).parent / f"test_{args.split}"
+    out.mkdir(parents=True, exist_ok=True)
+
+    if args.compare_infer:
+        from pointmamba.engine.infer_switches import compare_switches
+
+        table = compare_switches(model, dataset, cfg, device)
+        (out / "infer_switches.md").write_text(table)
+        print(table)
+
+    cm = ConfusionMatrix(num_classes)
+    rows = []
+    for i in tqdm(range(len(dataset)), desc=f"test {args.split}"):
+        scan = load_scan(dataset.paths[i])
+        pred = segment_scan(model, scan, cfg, device)
+        if scan.labels is None:
+            raise ValueError(f"{dataset.paths[i]}: no label file beside the mesh: tools/test.py needs labels")
+        target = fdi_to_class(scan.labels, scan.jaw, num_classes)
+        scan_cm = ConfusionMatrix(num_classes).update(pred.classes, target)
+        cm.merge(scan_cm)
+        row = {"name": dataset.names[i], "jaw": scan.jaw, "vertices": int(scan.num_vertices),
+               "accuracy": scan_cm.accuracy(), "miou": scan_cm.miou()}
+        tm = teeth_metrics(scan.vertices.astype(np.float64), scan.labels.astype(np.int64), pred.fdi)
+        row.update({k: tm[k] for k in ("TSA", "TLA", "TIR", "score")})
+        row["_teeth"] = tm
+        rows.append(row)
+
+    names = CLASS_NAMES[num_classes]
+    overall = {"accuracy": cm.accuracy(), "miou": cm.miou(), "mdice": cm.mean_dice(),
+               "mean_scan_miou": float(np.mean([r["miou"] for r in rows])), "num_scans": len(rows)}
+    teeth_rows = [r.pop("_teeth") for r in rows if "_teeth" in r]
+    if teeth_rows:
+        overall.update({k: v for k, v in aggregate_teeth_metrics(teeth_rows).items() if k != "num_jaws"})
+    per_class = [{"class": c, "name": names[c], "iou": float(cm.iou()[c]), "dice": float(cm.dice()[c])}
+                 for c in range(num_classes)]
+    (out / "metrics.json").write_text(json.dumps(
+        {"checkpoint": str(args.checkpoint), "split": args.split, "infer": cfg.get("infer"), "overall": overall, "per_class": per_class,
+         "per_scan": rows, "confusion": cm.matrix.tolist()}, indent=2, default=float))
+    for name, table in (("per_scan.csv", rows), ("per_class.csv", per_class)):
+        with open(out / name, "w", newline="") as fh:
+            writer = csv.DictWriter(fh, fieldnames=list(table[0]))
+            writer.writeheader()
+            writer.writerows(table)
+    plot_confusion(cm, list(names), out / "confusion.png", title=f"{Path(args.checkpoint).name} on {args.split}")
+    print(" ".join(f"{k}={v:.4f}" if isinstance(v, float) else f"{k}={v}" for k, v in overall.items()))
+    print(f"written: {out / 'metrics.json'}, per_scan.csv, per_class.csv, confusion.png")
+
+
+def cli() -> None:
+    """Entry point of ``pointmamba-test``."""
+    run_main(main)
+
+
+if __name__ == "__main__":
+    cli()

@@ -32,7 +32,7 @@ import torch  # noqa: E402
 import yaml  # noqa: E402
 
 from pointmamba.config import TRAIN_DEFAULTS  # noqa: E402
-from pointmamba.engine.optim import build_optimizer  # noqa: E402
+from pointmamba.training.optim import build_optimizer  # noqa: E402
 from pointmamba.models.network import build_model, count_parameters  # noqa: E402
 from pointmamba.structure import PointBatch  # noqa: E402
 

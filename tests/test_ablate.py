@@ -94,8 +94,8 @@ def test_ablation_configs_load():
 
 def test_ablate_two_tiny_configs(tmp_path_factory):
     """Runs two configs (one interrupted beforehand, so it resumes), then skips both on a rerun."""
-    from pointmamba.engine.hooks import Hook
-    from pointmamba.engine.trainer import Trainer
+    from pointmamba.training.hooks import Hook
+    from pointmamba.training.trainer import Trainer
 
     root = write_synthetic(tmp_path_factory.mktemp("synth"))
     tmp = tmp_path_factory.mktemp("ablate")

@@ -8,7 +8,7 @@ import pytest
 
 from pointmamba.config import ConfigError, load_config, resolve_augment
 from pointmamba.data import mirror_class
-from pointmamba.engine.data_builders import build_dataset
+from pointmamba.training.data_builders import build_dataset
 
 from support.tiny import tiny_overrides, write_synthetic
 

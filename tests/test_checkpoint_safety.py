@@ -10,10 +10,10 @@ import pytest
 import torch
 
 from pointmamba.config import load_config
-from pointmamba.engine.checkpoint import CheckpointError, UnsafeCheckpointError, load_checkpoint, save_checkpoint
-from pointmamba.engine.inference import load_trained
-from pointmamba.engine.seed import rng_state, set_rng_state, set_seed
-from pointmamba.engine.trainer import Trainer
+from pointmamba.training.checkpoint import CheckpointError, UnsafeCheckpointError, load_checkpoint, save_checkpoint
+from pointmamba.evaluation.inference import load_trained
+from pointmamba.training.seed import rng_state, set_rng_state, set_seed
+from pointmamba.training.trainer import Trainer
 
 from support.tools import run_tool
 

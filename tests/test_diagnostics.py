@@ -10,7 +10,7 @@ import torch
 from torch.utils.tensorboard import SummaryWriter
 
 from pointmamba import build_model
-from pointmamba.engine.diagnostics import DiagnosticsHook, grad_ratios, param_group
+from pointmamba.training.diagnostics import DiagnosticsHook, grad_ratios, param_group
 from pointmamba.structure import PointBatch
 
 from support.tiny import TINY_MODEL_SECTION as TINY
@@ -163,7 +163,7 @@ def test_bad_arguments():
 def test_trainer_writes_diagnostics(tmp_path_factory):
     """Through the Trainer (config switch): RelPos off in epoch 1 (warm-up), on in epoch 2."""
     from pointmamba.config import load_config
-    from pointmamba.engine.trainer import Trainer
+    from pointmamba.training.trainer import Trainer
 
     from support.tiny import tiny_overrides, write_synthetic
 
@@ -193,7 +193,7 @@ def test_trainer_writes_diagnostics(tmp_path_factory):
 
 def test_off_by_default(tmp_path_factory):
     from pointmamba.config import load_config
-    from pointmamba.engine.trainer import Trainer
+    from pointmamba.training.trainer import Trainer
 
     from support.tiny import tiny_overrides, write_synthetic
 

@@ -11,8 +11,8 @@ import torch
 
 from pointmamba.atomic_file import atomic_write, current_umask
 from pointmamba.data import save_labels, write_obj, write_ply
-from pointmamba.engine.checkpoint import save_checkpoint
-from pointmamba.engine.output_files import save_figure
+from pointmamba.training.checkpoint import save_checkpoint
+from pointmamba.cli.output_files import save_figure
 
 
 @pytest.fixture

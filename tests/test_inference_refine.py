@@ -9,9 +9,9 @@ import pytest
 from pointmamba.data import class_colors, fdi_to_class, load_scan
 from pointmamba.data.dataset import preprocess_scan
 from pointmamba.data.mesh import apply_transform
-from pointmamba.engine.graph_cut import graph_cut
-from pointmamba.engine.inference import refine
-from pointmamba.engine.tooth_decoding import _segment_side, decode_teeth
+from pointmamba.evaluation.graph_cut import graph_cut
+from pointmamba.evaluation.inference import refine
+from pointmamba.evaluation.tooth_decoding import _segment_side, decode_teeth
 
 
 def _scan(scans_dir: Path, name: str):
@@ -83,7 +83,7 @@ def test_33_class_prediction_stays_in_the_scans_jaw(scans_dir: Path) -> None:
 def test_render_writes_a_picture_with_reference(scans_dir: Path, tmp_path: Path) -> None:
     from PIL import Image
 
-    from pointmamba.engine.render import render_segmentation
+    from pointmamba.evaluation.render import render_segmentation
 
     scan, aligned, _, classes = _scan(scans_dir, "MSN021_lower")
     colors = class_colors(17)

@@ -11,9 +11,9 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from pointmamba.engine.confusion_plot import plot_confusion
-from pointmamba.engine.metrics import ConfusionMatrix
-from pointmamba.engine.teeth_metrics import aggregate_teeth_metrics, instances_from_labels, teeth_metrics
+from pointmamba.evaluation.confusion_plot import plot_confusion
+from pointmamba.evaluation.metrics import ConfusionMatrix
+from pointmamba.evaluation.teeth_metrics import aggregate_teeth_metrics, instances_from_labels, teeth_metrics
 
 # ------------------------------------------------------------------ ConfusionMatrix
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from pointmamba.engine.curve_distances import consecutive_distances, stage_distances, summarize
+from pointmamba.evaluation.curve_distances import consecutive_distances, stage_distances, summarize
 from pointmamba.serialization import encode
 from pointmamba.structure import PointBatch
 

@@ -13,7 +13,7 @@ import torch
 from pointmamba import build_model
 from pointmamba.config import load_config
 from pointmamba.data import read_mesh, write_obj
-from pointmamba.engine.checkpoint import save_checkpoint
+from pointmamba.training.checkpoint import save_checkpoint
 
 from support.tiny import TINY_MODEL
 from support.tools import run_tool

@@ -11,9 +11,9 @@ import pytest
 
 from pointmamba.config import load_config
 from pointmamba.data import mirror_fdi, read_mesh, write_obj
-from pointmamba.engine.hooks import Hook
-from pointmamba.engine.preflight import InputError
-from pointmamba.engine.trainer import Trainer
+from pointmamba.training.hooks import Hook
+from pointmamba.data.preflight import InputError
+from pointmamba.training.trainer import Trainer
 
 from support.tiny import tiny_overrides, write_synthetic
 

@@ -23,7 +23,7 @@ def test_shipped_model_is_small_and_loads_without_pickle_code() -> None:
 
 def test_shipped_model_segments_an_unseen_real_scan() -> None:
     from pointmamba.data import load_scan
-    from pointmamba.engine.inference import load_trained, segment_scan
+    from pointmamba.evaluation.inference import load_trained, segment_scan
 
     scan = load_scan(ROOT / "data" / "samples" / "MSN021" / "MSN021_lower.obj")
     model, cfg = load_trained(DEFAULT_MODEL, torch.device("cpu"))
@@ -35,7 +35,7 @@ def test_shipped_model_segments_an_unseen_real_scan() -> None:
 
 def test_fine_tune_starts_from_the_shipped_weights(tmp_path: Path) -> None:
     from pointmamba.config import load_config
-    from pointmamba.engine.trainer import Trainer
+    from pointmamba.training.trainer import Trainer
 
     cfg = load_config(ROOT / "configs" / "demo_finetune.yaml",
                       [f"work_dir={tmp_path / 'w'}", f"data.root={ROOT / 'data' / 'samples'}", f"data.cache_dir={tmp_path / 'c'}", "train.progress=false"])
@@ -55,7 +55,7 @@ def test_export_compact_round_trip(tmp_path: Path) -> None:
     from pointmamba.config import load_config
     from pointmamba.data import collate, load_scan
     from pointmamba.data.dataset import make_item, preprocess_scan
-    from pointmamba.engine.inference import load_trained
+    from pointmamba.evaluation.inference import load_trained
     from pointmamba.pretrained import export_compact
 
     from support.tiny import TINY_MODEL

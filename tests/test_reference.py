@@ -41,7 +41,7 @@ def test_old_checkpoint_predicts_as_before(run: tuple[Path, torch.nn.Module]) ->
 
 
 def test_old_checkpoint_loads_in_its_warmup_state() -> None:
-    from pointmamba.engine.inference import load_trained
+    from pointmamba.evaluation.inference import load_trained
 
     model, _ = load_trained(CHECKPOINT, torch.device("cpu"))
     factor = REFERENCE["warmup_factor"]

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from pointmamba.config import load_config
-from pointmamba.engine.trainer import Trainer
+from pointmamba.training.trainer import Trainer
 
 from support.tiny import tiny_overrides, write_synthetic
 

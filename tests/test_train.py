@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from pointmamba.config import load_config
-from pointmamba.engine.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
-from pointmamba.engine.hooks import Hook
-from pointmamba.engine.trainer import Trainer, TrainingDiverged
+from pointmamba.training.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from pointmamba.training.hooks import Hook
+from pointmamba.training.trainer import Trainer, TrainingDiverged
 
 from support.tiny import tiny_overrides, write_synthetic
 
@@ -155,7 +155,7 @@ def test_torchrun_two_gloo_processes_keep_identical_weights(synth: Path, tmp_pat
 
 def test_optimizer_is_fused_where_possible():
     from pointmamba.config import TRAIN_DEFAULTS
-    from pointmamba.engine.optim import build_optimizer
+    from pointmamba.training.optim import build_optimizer
 
     cfg = {"train": dict(TRAIN_DEFAULTS)}
     cpu = torch.nn.Linear(3, 2)

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from pointmamba import build_model
-from pointmamba.engine.warmup import WarmupSwitch, relpos_factor
+from pointmamba.training.warmup import WarmupSwitch, relpos_factor
 from pointmamba.structure import PointBatch
 
 from support.tiny import TINY_MODEL_SECTION as TINY
@@ -118,7 +118,7 @@ def _cfg(synth, work):
 
 
 def _run(cfg, resume=False, hooks=()):
-    from pointmamba.engine.trainer import Trainer
+    from pointmamba.training.trainer import Trainer
 
     trainer = Trainer(cfg, resume=resume, hooks=list(hooks))
     try:
@@ -187,7 +187,7 @@ def test_old_checkpoint_gets_its_warmup_factor(factor: float | None) -> None:
     """Checkpoints from before the buffers kept the state as the hook's factor: loading puts it in the weights
     (a ``best.pth`` saved during warm-up evaluates with RelPos off; no factor: fully on)."""
     from pointmamba import build_model
-    from pointmamba.engine.checkpoint import upgrade_weights
+    from pointmamba.training.checkpoint import upgrade_weights
 
     model = build_model({"enc_channels": [8, 8], "enc_depths": [1, 1], "dec_channels": [8], "dec_depths": [1]})
     old = {k: v for k, v in model.state_dict().items() if not k.endswith((".enabled", ".ramp"))}

@@ -10,11 +10,11 @@ import torch
 
 from pointmamba import build_model
 from pointmamba.config import load_config
-from pointmamba.engine import trainer as trainer_module
-from pointmamba.engine.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
-from pointmamba.engine.inference import load_trained
-from pointmamba.engine.trainer import Trainer
-from pointmamba.engine.work_dir import WorkDirError
+from pointmamba.training import trainer as trainer_module
+from pointmamba.training.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from pointmamba.evaluation.inference import load_trained
+from pointmamba.training.trainer import Trainer
+from pointmamba.training.work_dir import WorkDirError
 
 from support.tiny import tiny_overrides, write_synthetic
 from support.tools import run_tool

@@ -21,7 +21,7 @@ def main() -> None:
     parser.add_argument("--note", default="", help="provenance note stored in the file")
     args = parser.parse_args()
 
-    from pointmamba.engine.checkpoint import load_checkpoint
+    from pointmamba.training.checkpoint import load_checkpoint
     from pointmamba.pretrained import export_compact
 
     state = load_checkpoint(args.checkpoint)

@@ -31,8 +31,8 @@ def collect(cfg: dict[str, Any], split: str, stages: int, progress: bool = True)
     from tqdm import tqdm
 
     from pointmamba.data import collate, find_scans
-    from pointmamba.engine.curve_distances import stage_distances
-    from pointmamba.engine.data_builders import build_dataset
+    from pointmamba.evaluation.curve_distances import stage_distances
+    from pointmamba.training.data_builders import build_dataset
 
     orders = list(cfg["model"]["orders"])
     if split == "all":
@@ -106,7 +106,7 @@ def main() -> None:
         raise ValueError(f"--stages must be >= 1, got {args.stages}")
 
     from pointmamba.config import load_config
-    from pointmamba.engine.curve_distances import PERCENTILES, summarize
+    from pointmamba.evaluation.curve_distances import PERCENTILES, summarize
     from pointmamba.models.relpos import RelPosConfig
 
     cfg = load_config(args.config, args.overrides)

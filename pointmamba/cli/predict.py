@@ -43,14 +43,14 @@ def main() -> None:
 
     from pointmamba.config import INFER_DEFAULTS, merge, parse_override, validate
     from pointmamba.data import class_colors, fdi_to_class, read_labels, save_labels, write_ply
-    from pointmamba.engine.inference import infer_options, load_trained, segment_scan
-    from pointmamba.engine.output_files import check_out_dir, make_out_dir, plan_outputs
-    from pointmamba.engine.preflight import check_predict_inputs, scan_in_mm
-    from pointmamba.engine.render import render_segmentation
+    from pointmamba.evaluation.inference import infer_options, load_trained, segment_scan
+    from pointmamba.cli.output_files import check_out_dir, make_out_dir, plan_outputs
+    from pointmamba.data.preflight import check_predict_inputs, scan_in_mm
+    from pointmamba.evaluation.render import render_segmentation
     from pointmamba.device import resolve_device
     from pointmamba.pretrained import resolve_checkpoint
 
-    # everything checked before any work or output (see pointmamba/engine/preflight.py, output_files.py)
+    # everything checked before any work or output (see pointmamba/data/preflight.py, pointmamba/cli/output_files.py)
     user: dict = {}
     for item in args.overrides:
         user = merge(user, parse_override(item))
@@ -88,8 +88,8 @@ def main() -> None:
         msg = (f"{path}: {scan.num_vertices} vertices, {time.perf_counter() - t0:.2f} s, teeth {teeth} -> "
                f"{files['.json']}")
         if ref is not None:
-            from pointmamba.engine.metrics import ConfusionMatrix
-            from pointmamba.engine.teeth_metrics import teeth_metrics
+            from pointmamba.evaluation.metrics import ConfusionMatrix
+            from pointmamba.evaluation.teeth_metrics import teeth_metrics
 
             acc = float((ref.labels == pred.fdi).mean())
             miou = ConfusionMatrix(num_classes).update(pred.classes, fdi_to_class(ref.labels, scan.jaw, num_classes)).miou()

@@ -98,7 +98,7 @@ def run_one(position: str, seed: int, train: list[dict[str, Any]], test: list[di
     """Train one probe and score it on ``test``."""
     import torch
 
-    from pointmamba.engine.seed import set_seed
+    from pointmamba.training.seed import set_seed
 
     set_seed(seed)
     model = build_probe(position, args.channels, args.depth, args.window)

@@ -34,11 +34,11 @@ def main() -> None:
 
     from pointmamba.config import load_config
     from pointmamba.data import CLASS_NAMES, fdi_to_class, load_scan
-    from pointmamba.engine.confusion_plot import plot_confusion
-    from pointmamba.engine.data_builders import build_dataset
-    from pointmamba.engine.inference import load_trained, segment_scan
-    from pointmamba.engine.metrics import ConfusionMatrix
-    from pointmamba.engine.teeth_metrics import aggregate_teeth_metrics, teeth_metrics
+    from pointmamba.evaluation.confusion_plot import plot_confusion
+    from pointmamba.training.data_builders import build_dataset
+    from pointmamba.evaluation.inference import load_trained, segment_scan
+    from pointmamba.evaluation.metrics import ConfusionMatrix
+    from pointmamba.evaluation.teeth_metrics import aggregate_teeth_metrics, teeth_metrics
     from pointmamba.device import resolve_device
 
     cfg = load_config(args.config, args.overrides)
@@ -53,7 +53,7 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
 
     if args.compare_infer:
-        from pointmamba.engine.infer_switches import compare_switches
+        from pointmamba.evaluation.infer_switches import compare_switches
 
         table = compare_switches(model, dataset, cfg, device)
         (out / "infer_switches.md").write_text(table)

@@ -25,7 +25,7 @@ def main() -> None:
     args = parse_args(parser)
 
     from pointmamba.config import load_config
-    from pointmamba.engine.trainer import TrainingDiverged, Trainer
+    from pointmamba.training.trainer import TrainingDiverged, Trainer
 
     overrides = list(args.overrides) + ([f"work_dir={args.work_dir}"] if args.work_dir else [])
     cfg = load_config(args.config, overrides)

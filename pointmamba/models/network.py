@@ -7,7 +7,7 @@ stage holds one RelPos per order its blocks use, applied just before the first b
 decoder stage s unpools to encoder level s and adds the skip (PTv3's SerializedUnpooling). The head is
 Linear + LayerNorm + GELU + Linear per point.
 
-Diagnostics group parameters by module name (``engine/diagnostics.py``'s ``PARAM_GROUPS``): ``cpe`` (CPE
+Diagnostics group parameters by module name (``training/diagnostics.py``'s ``PARAM_GROUPS``): ``cpe`` (CPE
 convs and the stem, ``cpe_stem``: the name every checkpoint's weights use), ``relpos``, ``mixer`` (BiMamba),
 ``head`` (classifier); everything else (norms, pooling, other position variants) is "other".
 """

@@ -9,7 +9,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from pointmamba.config import load_config  # noqa: E402
-from pointmamba.engine.trainer import Trainer  # noqa: E402
+from pointmamba.training.trainer import Trainer  # noqa: E402
 
 
 def main() -> None:

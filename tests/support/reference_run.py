@@ -35,7 +35,7 @@ def train_tiny(root: Path, work_dir: Path):
     """The trained network (2 epochs of 2 steps, RelPos warm-up 1 epoch + ramp 2, quantile normalization)."""
     sys.path.insert(0, str(HERE.parent))
     from pointmamba.config import load_config
-    from pointmamba.engine.trainer import Trainer
+    from pointmamba.training.trainer import Trainer
     from support.tiny import tiny_overrides, write_synthetic
 
     write_synthetic(root)
@@ -52,7 +52,7 @@ def predict_probs(checkpoint: Path, root: Path):
     """Whole-scan class probabilities of the synthetic validation scan from ``checkpoint`` (no refinement)."""
     import torch
     from pointmamba.data import load_scan
-    from pointmamba.engine.inference import load_trained, segment_scan
+    from pointmamba.evaluation.inference import load_trained, segment_scan
 
     model, cfg = load_trained(checkpoint, torch.device("cpu"))
     cfg = {**cfg, "infer": {"mirror_tta": True, "tooth_decoding": False, "graph_cut": False}}

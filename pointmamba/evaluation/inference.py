@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from ..config import ConfigError
-from .checkpoint import CheckpointError, check_model_config, load_checkpoint, load_model_weights
+from ..training.checkpoint import CheckpointError, check_model_config, load_checkpoint, load_model_weights
 from ..device import autocast
 
 

@@ -2,7 +2,7 @@
 
 Safety: a ``.pth`` file is a pickle, and unpickling can call any Python function (a crafted file can
 run a shell command the moment it is loaded). Every checkpoint we write holds only tensors and plain
-Python data (dicts, lists, tuples, numbers, strings; RNG states included, see ``engine/seed.py``), so
+Python data (dicts, lists, tuples, numbers, strings; RNG states included, see ``training/seed.py``), so
 it loads with ``torch.load(weights_only=True)``, and that is the only way this module reads a file.
 Checkpoints written before this rule kept NumPy's RNG state as a NumPy array; NumPy array
 reconstruction (which cannot call anything else) is allowed on top of torch's weights-only set, so

@@ -29,6 +29,16 @@ class TrainingDiverged(RuntimeError):
     """Too many non-finite losses in a row."""
 
 
+def build_hooks(cfg: dict[str, Any]) -> list[Hook]:
+    """The hooks a config asks for: the RelPos warm-up switch, diagnostics when ``diagnostics.interval`` > 0."""
+    hooks: list[Hook] = [WarmupSwitch(cfg["warmup"]["epochs"], cfg["warmup"]["ramp_epochs"])]
+    if cfg["diagnostics"]["interval"] > 0:
+        from .diagnostics import DiagnosticsHook
+
+        hooks.append(DiagnosticsHook(**cfg["diagnostics"]))
+    return hooks
+
+
 class Trainer:
     """Builds everything from a resolved config (``pointmamba.config.load_config``) and trains.
 
@@ -39,16 +49,40 @@ class Trainer:
 
     def __init__(self, cfg: dict[str, Any], resume: bool = False, hooks: list[Hook] | None = None,
                  overwrite: bool = False) -> None:
-        from .. import build_model
         from ..config import dump_config
 
         self.cfg = cfg
-        t = cfg["train"]
-        self.device = resolve_device(t["device"])
+        resume_state = self.build_device_and_work_dir(resume, overwrite)
+        set_deterministic()
+        set_seed(cfg["seed"])  # same on every rank: identical initial weights
+        self.build_data()
+        if self.is_main:  # only now, with the data checked: a failed start leaves a previous run intact
+            if overwrite:
+                clear_previous_run(self.work_dir, self.log)
+            dump_config(cfg, self.work_dir / "config.yaml")
+        self.build_model(init_from=cfg["train"]["init_from"] if not resume else None)
+        self.build_optimizer()
+        self.writer = self.build_writer()
+        self.hooks: list[Hook] = build_hooks(cfg) + list(hooks or [])
+
+        self.epoch = 0
+        self.iteration = 0
+        self.best_miou = -math.inf
+        self.nonfinite_total = 0
+        self.nonfinite_streak = 0
+        self.last_finite_loss: float | None = None
+        set_seed(cfg["seed"] + self.dist.rank)  # training randomness differs per rank
+        if resume_state is not None:
+            self.resume(self.work_dir / "last.pth", resume_state)
+
+    # ------------------------------------------------------------------ build steps (in this order)
+    def build_device_and_work_dir(self, resume: bool, overwrite: bool) -> dict[str, Any] | None:
+        """Device, process group, work dir checks; the checkpoint to resume from (read, not applied)."""
+        self.device = resolve_device(self.cfg["train"]["device"])
         self.dist: DistInfo = init_distributed(self.device.type)
         if self.device.type == "cuda":
             self.device = torch.device("cuda", self.dist.local_rank)
-        self.work_dir = Path(cfg["work_dir"])
+        self.work_dir = Path(self.cfg["work_dir"])
         self.is_main = self.dist.is_main
         # before anything is written: a previous run is replaced only when asked, and a resumed one only
         # by the same model (config.yaml is rewritten only after that check)
@@ -56,13 +90,15 @@ class Trainer:
         resume_state = None
         if resume:
             resume_state = load_checkpoint(self.work_dir / "last.pth", map_location="cpu")
-            check_model_config(resume_state, cfg, self.work_dir / "last.pth")
+            check_model_config(resume_state, self.cfg, self.work_dir / "last.pth")
         if self.is_main:
             self.work_dir.mkdir(parents=True, exist_ok=True)
             remove_stale_temp_files(self.work_dir)
-        set_deterministic()
-        set_seed(cfg["seed"])  # same on every rank: identical initial weights
+        return resume_state
 
+    def build_data(self) -> None:
+        """Training and validation sets and loaders, every scan read and checked now."""
+        cfg, t = self.cfg, self.cfg["train"]
         try:
             if self.is_main:
                 ensure_data(cfg, self.log)
@@ -83,14 +119,14 @@ class Trainer:
         except (ValueError, FileNotFoundError) as exc:
             self.log(f"error: {exc}")
             raise
-        if self.is_main:  # only now, with the data checked: a failed start leaves a previous run intact
-            if overwrite:
-                clear_previous_run(self.work_dir, self.log)
-            dump_config(cfg, self.work_dir / "config.yaml")
 
-        self.net: nn.Module = build_model(cfg).to(self.device)
-        if t["init_from"] and not resume:
-            self._init_from(t["init_from"])
+    def build_model(self, init_from: str | None = None) -> None:
+        """``net`` (optionally with fine-tuning weights) and ``model`` (DDP-wrapped under torchrun)."""
+        from .. import build_model as build_network
+
+        self.net: nn.Module = build_network(self.cfg).to(self.device)
+        if init_from:
+            self._init_from(init_from)
         self.model: nn.Module = self.net
         if self.dist.enabled:
             # RelPos modules switched off by the warm-up hook leave parameters without gradients
@@ -99,34 +135,24 @@ class Trainer:
                 device_ids=[self.dist.local_rank] if self.device.type == "cuda" else None,
                 find_unused_parameters=True,
             )
+
+    def build_optimizer(self) -> None:
+        """Steps per epoch, optimizer, schedule and mixed precision."""
+        t = self.cfg["train"]
         self.steps_per_epoch = len(self.train_loader)
         if t["max_steps_per_epoch"]:
             self.steps_per_epoch = min(self.steps_per_epoch, t["max_steps_per_epoch"])
-        self.optimizer = build_optimizer(self.net, cfg)
-        self.scheduler = build_scheduler(self.optimizer, cfg, self.steps_per_epoch * t["epochs"])
+        self.optimizer = build_optimizer(self.net, self.cfg)
+        self.scheduler = build_scheduler(self.optimizer, self.cfg, self.steps_per_epoch * t["epochs"])
         self.amp = bool(t["amp"]) and self.device.type == "cuda"
-        self.writer = None
-        if self.is_main:
-            from torch.utils.tensorboard import SummaryWriter
 
-            self.writer = SummaryWriter(str(self.work_dir / "tb"))
+    def build_writer(self) -> Any:
+        """The TensorBoard writer (main process only, else None)."""
+        if not self.is_main:
+            return None
+        from torch.utils.tensorboard import SummaryWriter
 
-        self.hooks: list[Hook] = [WarmupSwitch(cfg["warmup"]["epochs"], cfg["warmup"]["ramp_epochs"])]
-        if cfg["diagnostics"]["interval"] > 0:
-            from .diagnostics import DiagnosticsHook
-
-            self.hooks.append(DiagnosticsHook(**cfg["diagnostics"]))
-        self.hooks += list(hooks or [])
-
-        self.epoch = 0
-        self.iteration = 0
-        self.best_miou = -math.inf
-        self.nonfinite_total = 0
-        self.nonfinite_streak = 0
-        self.last_finite_loss: float | None = None
-        set_seed(cfg["seed"] + self.dist.rank)  # training randomness differs per rank
-        if resume_state is not None:
-            self.resume(self.work_dir / "last.pth", resume_state)
+        return SummaryWriter(str(self.work_dir / "tb"))
 
     # ------------------------------------------------------------------ helpers
     def _init_from(self, name: str) -> None:

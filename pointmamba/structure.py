@@ -90,6 +90,13 @@ class PointBatch:
         self.order: Tensor | None = None
         self.inverse: Tensor | None = None
         self.extra = dict(extra)
+        self.cache: dict[str, object] = {}
+
+    def clear_cache(self) -> None:
+        """Drop what models cached on this batch (sparse-conv neighbour maps, RelPos step vectors); they are
+        rebuilt on the next use. Entries are also rebuilt by themselves when the tensors they were built
+        from (``grid_coord``, ``order``) are replaced."""
+        self.cache.clear()
 
     # ------------------------------------------------------------------ construction helpers
     @staticmethod

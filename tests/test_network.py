@@ -158,3 +158,20 @@ def test_serialization_is_done_by_the_network_unless_given() -> None:
     with pytest.raises(ValueError, match="grid_coord"):
         model(PointBatch(point.coord, point.feat))
     assert out.shape == (100, 5)
+
+
+def test_model_caches_live_apart_from_batch_data() -> None:
+    """What the network caches on a batch goes to ``point.cache`` (cleared by ``clear_cache``), never ``extra``."""
+    from pointmamba.structure import PointBatch
+
+    torch.manual_seed(0)
+    model = build_model(_small()).eval()
+    point = PointBatch(torch.rand(200, 3) * 10, torch.randn(200, 6), offset=torch.tensor([120, 200]), grid_size=0.5,
+                       segment=torch.zeros(200, dtype=torch.long))
+    with torch.no_grad():
+        out = model(point)
+    assert set(point.extra) == {"segment"} and point.cache
+    point.clear_cache()
+    assert point.cache == {}
+    with torch.no_grad():
+        assert torch.equal(model(point), out)

@@ -26,7 +26,7 @@ def consecutive_distances(point: PointBatch, orders: Sequence[str] | None = None
     None and it already is.
     """
     if orders is not None or point.order is None:
-        point.extra.pop("_relpos_steps", None)
+        point.clear_cache()
         point.serialize(tuple(orders) if orders is not None else point.orders or DEFAULT_ORDERS)
     out: dict[str, Tensor] = {}
     for k, name in enumerate(point.orders):

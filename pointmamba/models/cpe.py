@@ -5,11 +5,14 @@ independent of its batch mates in training as well as eval.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from torch import Tensor, nn
 
 from ..ops.submconv import SubMConv3d
+
+if TYPE_CHECKING:
+    from ..structure import PointBatch
 
 __all__ = ["CPE"]
 
@@ -23,5 +26,5 @@ class CPE(nn.Module):
         self.linear = nn.Linear(channels, channels)
         self.norm = nn.LayerNorm(channels)
 
-    def forward(self, feat: Tensor, point: Any) -> Tensor:
+    def forward(self, feat: Tensor, point: PointBatch) -> Tensor:
         return feat + self.norm(self.linear(self.conv(feat, point)))

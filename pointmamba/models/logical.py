@@ -10,12 +10,15 @@ mask already keeps it out of every valid point's keys.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from torch import Tensor, nn
 from torch.nn import functional as F
 
 from ..sequence import pack_to_padded, padded_to_pack
+
+if TYPE_CHECKING:
+    from ..structure import PointBatch
 
 __all__ = ["LogicalPosition"]
 
@@ -32,7 +35,7 @@ class LogicalPosition(nn.Module):
         self.out = nn.Linear(channels, channels)
         self.norm = nn.LayerNorm(channels)
 
-    def forward(self, feat: Tensor, point: Any) -> Tensor:
+    def forward(self, feat: Tensor, point: PointBatch) -> Tensor:
         x, mask = pack_to_padded(feat.index_select(0, point.order[0]), point.lengths)  # (B, L, C)
         b, length, c = x.shape
         w = min(self.window, length)  # one window holds every sample when L <= window: same windows either way

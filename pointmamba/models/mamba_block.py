@@ -1,12 +1,15 @@
 """Pre-norm bidirectional Mamba block with per-sample DropPath, over one serialization order."""
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor, nn
 
 from .bimamba import BiMamba
+
+if TYPE_CHECKING:
+    from ..structure import PointBatch
 
 __all__ = ["DropPath", "MambaBlock"]
 
@@ -45,7 +48,7 @@ class MambaBlock(nn.Module):
                              share_params=share_params)
         self.drop_path = DropPath(drop_path)
 
-    def forward(self, feat: Tensor, point: Any, k: int) -> Tensor:
+    def forward(self, feat: Tensor, point: PointBatch, k: int) -> Tensor:
         h = self.norm(feat).index_select(0, point.order[k])
         y = self.mixer(h, point.lengths).index_select(0, point.inverse[k])
         return feat + self.drop_path(y, point.batch, point.num_samples)

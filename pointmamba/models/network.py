@@ -83,7 +83,7 @@ class PointMambaSeg(nn.Module):
 
     The batch needs ``grid_coord`` (build it with ``grid_size``). It is serialized with the configured
     orders (shuffled in training when ``shuffle_orders``) unless it already is; the network caches
-    neighbour maps and step vectors in ``point.extra``.
+    neighbour maps and step vectors in ``point.cache`` (``point.clear_cache()`` drops them).
     """
 
     def __init__(self, cfg: dict[str, Any]) -> None:

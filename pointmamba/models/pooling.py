@@ -8,8 +8,6 @@ Unpooling follows PTv3's SerializedUnpooling: ``proj_skip(skip) + proj(coarse)[c
 """
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 from torch import Tensor, nn
 
@@ -38,7 +36,7 @@ class GridPooling(nn.Module):
         self.act = nn.GELU()
 
     @staticmethod
-    def coarsen(point: Any) -> tuple[PointBatch, Tensor]:
+    def coarsen(point: PointBatch) -> tuple[PointBatch, Tensor]:
         """The parent-cell PointBatch (serialized, feat = coord placeholder) and the cluster map."""
         if point.code is None:
             raise ValueError("GridPooling: the PointBatch must be serialized first")
@@ -54,7 +52,7 @@ class GridPooling(nn.Module):
         coarse.serialize(point.orders, depth=None)
         return coarse, cluster
 
-    def forward(self, feat: Tensor, point: Any) -> tuple[Tensor, PointBatch, Tensor]:
+    def forward(self, feat: Tensor, point: PointBatch) -> tuple[Tensor, PointBatch, Tensor]:
         coarse, cluster = self.coarsen(point)
         pooled = segment_reduce(self.proj(feat), cluster, len(coarse), self.reduce)
         return self.act(self.norm(pooled)), coarse, cluster

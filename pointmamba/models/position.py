@@ -20,7 +20,7 @@ initialisation and outputs unchanged.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor, nn
@@ -31,6 +31,9 @@ from ..sequence import pack_to_padded
 from .cpe import CPE
 from .logical import LogicalPosition
 from .relpos import RelPos, RelPosConfig
+
+if TYPE_CHECKING:
+    from ..structure import PointBatch
 
 __all__ = ["POSITIONS", "POSITION_PARTS", "PositionSlot", "AbsolutePosition", "SinusoidalPosition", "GRUPosition"]
 
@@ -50,7 +53,7 @@ POSITION_PARTS: dict[str, tuple[str, ...]] = {
 POSITIONS = tuple(POSITION_PARTS)
 
 
-def centred_coord(point: Any) -> Tensor:
+def centred_coord(point: PointBatch) -> Tensor:
     """Coordinates minus each sample's mean, so the encoding ignores where a scan sits."""
     mean = segment_reduce(point.coord, point.batch, point.num_samples, "mean")
     return point.coord - mean.index_select(0, point.batch)
@@ -66,7 +69,7 @@ class AbsolutePosition(nn.Module):
         nn.init.zeros_(self.linear.bias)
         self.scale = scale
 
-    def forward(self, feat: Tensor, point: Any) -> Tensor:
+    def forward(self, feat: Tensor, point: PointBatch) -> Tensor:
         return feat + self.scale * self.linear(centred_coord(point).to(feat.dtype))
 
 
@@ -88,7 +91,7 @@ class SinusoidalPosition(nn.Module):
         self.register_buffer("freq", 2 * math.pi / wavelengths, persistent=False)
         self.channels, self.scale = channels, scale
 
-    def forward(self, feat: Tensor, point: Any) -> Tensor:
+    def forward(self, feat: Tensor, point: PointBatch) -> Tensor:
         x = centred_coord(point).to(feat.dtype).unsqueeze(2) * self.freq.to(feat.dtype)  # (N, 3, n)
         enc = torch.cat([x.sin(), x.cos()], 2).flatten(1)
         enc = nn.functional.pad(enc, (0, self.channels - enc.shape[1]))
@@ -105,7 +108,7 @@ class GRUPosition(nn.Module):
         self.gru = nn.GRU(channels, hidden, batch_first=True, bidirectional=True)
         self.proj = nn.Linear(2 * hidden, channels)
 
-    def forward(self, feat: Tensor, point: Any) -> Tensor:
+    def forward(self, feat: Tensor, point: PointBatch) -> Tensor:
         lengths = point.lengths
         x, mask = pack_to_padded(self.norm(feat).index_select(0, point.order[0]), lengths)
         packed = pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
@@ -149,7 +152,7 @@ class PositionSlot(nn.Module):
             rcfg = relpos if isinstance(relpos, RelPosConfig) else RelPosConfig.from_dict(relpos or {})
             self.relpos = nn.ModuleDict({str(k): RelPos(channels, rcfg) for k in sorted(set(orders_used))})
 
-    def pre(self, feat: Tensor, point: Any) -> Tensor:
+    def pre(self, feat: Tensor, point: PointBatch) -> Tensor:
         for name in PART_CLASSES:
             module = getattr(self, name)
             if module is not None:

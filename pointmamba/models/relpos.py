@@ -23,10 +23,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor, nn
+
+if TYPE_CHECKING:
+    from ..structure import PointBatch
 
 __all__ = ["RelPos", "RelPosConfig", "PRESETS", "RECORD_KEYS", "relative_steps"]
 
@@ -97,14 +100,14 @@ class RelPosConfig:
             raise ValueError(f"relpos.quantile_min/max must satisfy 0 < min <= max, got {self.quantile_min}, {self.quantile_max}")
 
 
-def relative_steps(point: Any, k: int) -> tuple[Tensor, Tensor]:
+def relative_steps(point: PointBatch, k: int) -> tuple[Tensor, Tensor]:
     """(step vector (N, 3) from each row's predecessor along order ``k``, ``first`` flag (N,) bool), row order.
 
-    Cached in ``point.extra`` per ``point.order`` tensor (encoder and decoder stages at one resolution share it).
+    Cached in ``point.cache`` per ``point.order`` tensor (encoder and decoder stages at one resolution share it).
     """
-    holder = point.extra.get("_relpos_steps")
+    holder = point.cache.get("relpos_steps")
     if holder is None or holder[0] is not point.order:  # re-serialized: the cached steps are stale
-        holder = point.extra["_relpos_steps"] = (point.order, {})
+        holder = point.cache["relpos_steps"] = (point.order, {})
     cache = holder[1]
     if k not in cache:
         seq = point.order[k]
@@ -197,7 +200,7 @@ class RelPos(nn.Module):
         theta = torch.where(dist > 0, theta, torch.zeros_like(theta))
         return torch.cat([theta[:, None], phi[:, None], flag], 1)
 
-    def forward(self, feat: Tensor, point: Any, k: int) -> Tensor:
+    def forward(self, feat: Tensor, point: PointBatch, k: int) -> Tensor:
         if not self.enabled:
             return feat
         step, first = relative_steps(point, k)

@@ -5,11 +5,14 @@ as eval. The network holds it as ``cpe_stem`` (the weight names of every checkpo
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from torch import Tensor, nn
 
 from ..ops.submconv import SubMConv3d
+
+if TYPE_CHECKING:
+    from ..structure import PointBatch
 
 __all__ = ["Stem"]
 
@@ -23,5 +26,5 @@ class Stem(nn.Module):
         self.norm = nn.LayerNorm(channels)
         self.act = nn.GELU()
 
-    def forward(self, feat: Tensor, point: Any) -> Tensor:
+    def forward(self, feat: Tensor, point: PointBatch) -> Tensor:
         return self.act(self.norm(self.conv(feat, point)))

@@ -31,7 +31,7 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor, nn
@@ -39,9 +39,12 @@ from torch import Tensor, nn
 from ..segment import segment_reduce
 from . import backend
 
+if TYPE_CHECKING:
+    from ..structure import PointBatch
+
 __all__ = ["NeighbourMap", "build_neighbour_map", "neighbour_map", "sparse_conv", "sparse_conv_backend", "SubMConv3d"]
 
-_CACHE_KEY = "_sparse_conv_cache"  # in PointBatch.extra: neighbour maps / spconv tensors per kernel size
+_CACHE_KEY = "sparse_conv"  # in PointBatch.cache: neighbour maps / spconv tensors per kernel size
 # Sites are processed in chunks whose gathered (rows, K^3 * C) block has at most this many elements (16 MB).
 _CHUNK_ELEMENTS = 1 << 22
 # Neighbour search by a dense voxel -> site table when the (batch x padded extent) box has at most this many
@@ -164,16 +167,16 @@ def build_neighbour_map(grid_coord: Tensor, batch: Tensor, kernel_size: int) -> 
     return NeighbourMap(kernel_size, m, site, pair_in, pair_out, [0] + counts)
 
 
-def _cache(point: object) -> dict:
+def _cache(point: PointBatch) -> dict:
     """The per-PointBatch cache, reset when ``grid_coord`` or ``batch`` was replaced."""
-    holder = point.extra.get(_CACHE_KEY)
+    holder = point.cache.get(_CACHE_KEY)
     if holder is None or holder[0] is not point.grid_coord or holder[1] is not point.batch:
-        holder = point.extra[_CACHE_KEY] = (point.grid_coord, point.batch, {})
+        holder = point.cache[_CACHE_KEY] = (point.grid_coord, point.batch, {})
     return holder[2]
 
 
-def neighbour_map(point: object, kernel_size: int) -> NeighbourMap:
-    """The neighbour map of ``point`` (a PointBatch) for ``kernel_size``, cached in ``point.extra``.
+def neighbour_map(point: PointBatch, kernel_size: int) -> NeighbourMap:
+    """The neighbour map of ``point`` (a PointBatch) for ``kernel_size``, cached in ``point.cache``.
 
     Convs at one resolution share the map; it is rebuilt when ``point.grid_coord`` or ``point.batch`` is
     replaced by another tensor (not when one is modified in place) or moved to another device.
@@ -251,7 +254,7 @@ def _to_sites(feat: Tensor, site: Tensor | None, num_sites: int) -> Tensor:
     return feat if site is None else segment_reduce(feat, site, num_sites, "mean")
 
 
-def _sites_of(point: object) -> tuple[Tensor | None, int, Tensor]:
+def _sites_of(point: PointBatch) -> tuple[Tensor | None, int, Tensor]:
     """(site per row or None, number of sites, a representative row per site) for the spconv path."""
     cache = _cache(point)
     if "sites" not in cache:
@@ -266,7 +269,7 @@ def _sites_of(point: object) -> tuple[Tensor | None, int, Tensor]:
     return cache["sites"]
 
 
-def _spconv_conv(feat: Tensor, point: object, weight: Tensor, bias: Tensor | None, holder: dict) -> Tensor:
+def _spconv_conv(feat: Tensor, point: PointBatch, weight: Tensor, bias: Tensor | None, holder: dict) -> Tensor:
     """spconv SubMConv3d with our weight and bias."""
     spconv = backend.extension("spconv")
     cout, k, cin = weight.shape[0], weight.shape[1], weight.shape[-1]
@@ -297,7 +300,7 @@ def sparse_conv_backend(tensor: Tensor) -> str:
     return backend.choose("spconv", tensor.device)
 
 
-def sparse_conv(feat: Tensor, point: object, weight: Tensor, bias: Tensor | None = None, _holder: dict | None = None) -> Tensor:
+def sparse_conv(feat: Tensor, point: PointBatch, weight: Tensor, bias: Tensor | None = None, _holder: dict | None = None) -> Tensor:
     """Submanifold conv of row features ``feat`` (N, Cin) over ``point``'s voxels -> (N, Cout).
 
     ``weight`` (Cout, K, K, K, Cin) (spconv 2.x layout), ``bias`` (Cout,) or None. CUDA tensors go to
@@ -346,7 +349,7 @@ class SubMConv3d(nn.Module):
         if self.bias is not None:
             nn.init.uniform_(self.bias, -bound, bound)
 
-    def forward(self, feat: Tensor, point: object) -> Tensor:
+    def forward(self, feat: Tensor, point: PointBatch) -> Tensor:
         return sparse_conv(feat, point, self.weight, self.bias, self._spconv_holder)
 
     def extra_repr(self) -> str:

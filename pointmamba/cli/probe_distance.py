@@ -26,9 +26,12 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._common import run_main
+
+if TYPE_CHECKING:
+    from pointmamba.structure import PointBatch
 
 GRID = 1.0  # mm per voxel
 EXTENT = 16  # footprint of a sample, voxels per side
@@ -86,7 +89,7 @@ def build_probe(position: str, channels: int, depth: int, window: int) -> "Any":
             self.stage = Stage(channels, depth, [0.0] * depth, **stage_options(cfg))
             self.head = nn.Sequential(nn.Linear(channels, channels), nn.GELU(), nn.Linear(channels, 1))
 
-        def forward(self, point: Any, marks: torch.Tensor) -> torch.Tensor:
+        def forward(self, point: PointBatch, marks: torch.Tensor) -> torch.Tensor:
             feat = self.stage(self.stem(point.feat), point)
             return self.head((feat[marks[:, 0]] - feat[marks[:, 1]]).abs()).squeeze(1)
 

@@ -126,15 +126,10 @@ def test_forced_backend_errors(monkeypatch):
 
 
 def test_tools_verbose_flag_and_start_up_report(capsys):
-    """tools/_common.parse_args: --verbose configures the pointmamba loggers at DEBUG; the report goes to stderr."""
+    """pointmamba.cli._common.parse_args: --verbose configures the pointmamba loggers at DEBUG; the report goes to stderr."""
     import argparse
-    import importlib.util
-    from pathlib import Path
 
-    path = Path(__file__).resolve().parents[1] / "tools" / "_common.py"
-    spec = importlib.util.spec_from_file_location("tools_common_under_test", path)
-    common = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(common)
+    from pointmamba.cli import _common as common
     logger = logging.getLogger("pointmamba")
     saved = (logger.level, list(logger.handlers))
     try:

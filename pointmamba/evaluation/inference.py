@@ -10,8 +10,9 @@ import torch
 from torch import nn
 
 from ..config import ConfigError
-from ..training.checkpoint import CheckpointError, check_model_config, load_checkpoint, load_model_weights
 from ..device import autocast
+from ..structure import PointBatch
+from ..training.checkpoint import CheckpointError, check_model_config, load_checkpoint, load_model_weights
 
 
 @dataclass
@@ -84,7 +85,8 @@ class TestView:
 
 
 @torch.no_grad()
-def predict_batch(model: nn.Module, batch: Any, device: torch.device, amp: bool = False) -> tuple[Any, torch.Tensor]:
+def predict_batch(model: nn.Module, batch: PointBatch, device: torch.device,
+                  amp: bool = False) -> tuple[PointBatch, torch.Tensor]:
     """(the batch on ``device``, per-row float32 logits): the one forward pass of validation, testing and
     prediction (mixed precision on CUDA when ``amp``)."""
     batch = batch.to(device)

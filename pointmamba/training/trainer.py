@@ -12,14 +12,14 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm import tqdm
 
+from ..data.preflight import check_dataset, mirrored_scans
 from ..device import DeviceError, autocast, resolve_device  # noqa: F401 - DeviceError: old import path
+from ..evaluation.evaluate import evaluate
 from .checkpoint import check_model_config, load_checkpoint, load_model_weights, save_checkpoint
 from .data_builders import build_dataset, build_loader, ensure_data
 from .distributed import DistInfo, all_reduce_sum, barrier, cleanup, init_distributed
-from ..evaluation.evaluate import evaluate
 from .hooks import Hook
 from .optim import build_optimizer, build_scheduler
-from ..data.preflight import check_dataset, mirrored_scans
 from .seed import rng_state, set_deterministic, set_rng_state, set_seed
 from .warmup import WarmupSwitch
 from .work_dir import check_work_dir, clear_previous_run, remove_stale_temp_files

@@ -66,13 +66,16 @@ DIAGNOSTICS_DEFAULTS: dict[str, Any] = {
 }
 
 INFER_DEFAULTS: dict[str, Any] = {
-    # whole-scan inference (tools/test.py, tools/predict.py); gains measured in docs/results/recipe_shared_scans
+    # whole-scan inference (tools/test.py, tools/predict.py). Defaults chosen on two splits of the shared
+    # scans (docs/results/recipe_shared_scans/README.md): what helped on both is on
     "mirror_tta": True,  # also predict the mirrored scan (left/right classes swapped) and average
     "tta_angles": [0.0],  # test-time rotations about the occlusal axis (degrees), averaged; [0.0]: none
-    "tooth_decoding": True,  # positions assigned along the arch, in order, once per side (engine/tooth_decoding.py)
+    # positions assigned along the arch, in order, once per side (evaluation/tooth_decoding.py): off, as
+    # with the graph cut on it gained +0.001 mIoU on one split and lost -0.022 on the other
+    "tooth_decoding": False,
     "decoding_width_weight": 0.1,  # weight of the tooth-width prior of the decoding
-    "graph_cut": True,  # smooth labels on the mesh by alpha-expansion (engine/graph_cut.py)
-    "graph_cut_smoothing": 1.0,  # weight of the cut cost against -log p
+    "graph_cut": True,  # smooth labels on the mesh by alpha-expansion (evaluation/graph_cut.py)
+    "graph_cut_smoothing": 3.0,  # weight of the cut cost against -log p (1 / 2 / 3 measured; 3 best on both)
 }
 
 WARMUP_DEFAULTS: dict[str, Any] = {

@@ -21,7 +21,8 @@ def test_shipped_model_is_small_and_loads_without_pickle_code() -> None:
     assert resolve_checkpoint(None) == DEFAULT_MODEL == resolve_checkpoint("pretrained")
 
 
-def test_shipped_model_segments_an_unseen_real_scan() -> None:
+def test_shipped_model_segments_a_real_scan() -> None:
+    """A regression check on MSN021_lower (held out for 40 epochs, seen in the last 8 on all 49 scans)."""
     from pointmamba.data import load_scan
     from pointmamba.evaluation.inference import load_trained, segment_scan
 

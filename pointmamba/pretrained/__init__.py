@@ -30,7 +30,7 @@ def resolve_checkpoint(name: str | Path | None) -> Path:
 
 def export_compact(state: dict[str, Any], out: str | Path, provenance: dict[str, Any] | None = None) -> Path:
     """Write a checkpoint's weights as float16 with its config and warm-up state (no optimizer, no RNG)."""
-    from ..engine.checkpoint import save_checkpoint
+    from ..training.checkpoint import save_checkpoint
 
     model = {k: (v.half() if v.is_floating_point() else v) for k, v in state["model"].items()}
     compact = {

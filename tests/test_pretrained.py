@@ -75,3 +75,10 @@ def test_export_compact_round_trip(tmp_path: Path) -> None:
         a = net(collate([item])).argmax(1)
         b = loaded(collate([item])).argmax(1)
     assert (a == b).float().mean() > 0.99
+
+
+def test_shipped_model_carries_the_current_inference_defaults() -> None:
+    from pointmamba.config import INFER_DEFAULTS
+
+    state = torch.load(DEFAULT_MODEL, map_location="cpu", weights_only=True)
+    assert state["config"]["infer"] == INFER_DEFAULTS

@@ -43,7 +43,7 @@ def main() -> None:
 
     from pointmamba.config import INFER_DEFAULTS, merge, parse_override, validate
     from pointmamba.data import class_colors, fdi_to_class, read_labels, save_labels, write_ply
-    from pointmamba.evaluation.inference import infer_options, load_trained, segment_scan
+    from pointmamba.evaluation.inference import load_trained, segment_scan
     from pointmamba.cli.output_files import check_out_dir, make_out_dir, plan_outputs
     from pointmamba.data.preflight import check_predict_inputs, scan_in_mm
     from pointmamba.evaluation.render import render_segmentation
@@ -62,7 +62,9 @@ def main() -> None:
     device = resolve_device(args.device, "--device")
     checkpoint = resolve_checkpoint(args.checkpoint)
     model, cfg = load_trained(checkpoint, device)
-    cfg["infer"] = {**infer_options(cfg), **user.get("infer", {})}
+    # inference switches are a prediction-time choice: the current defaults and --set, not whatever the
+    # training config held when the checkpoint was written
+    cfg["infer"] = {**INFER_DEFAULTS, **user.get("infer", {})}
     print(f"model: {checkpoint}; inference: " + ", ".join(f"{k}={v}" for k, v in cfg["infer"].items()))
     num_classes = cfg["data"]["num_classes"]
     inputs = check_predict_inputs(args.scans, args.jaw, args.units, args.reference,

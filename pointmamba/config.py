@@ -164,6 +164,17 @@ def merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested mapping -> ``{"a.b.c": value}`` (for comparing two configs key by key)."""
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(flatten(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
 def parse_override(item: str) -> dict[str, Any]:
     """``a.b.c=value`` -> {"a": {"b": {"c": value}}}; the value is parsed as YAML (numbers, lists, null)."""
     if "=" not in item:

@@ -35,6 +35,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from ..config import flatten
 from ._common import run_main
 
 TRAIN_MODULE = "pointmamba.cli.train"  # run as python -m, from this package
@@ -86,18 +87,8 @@ def read_metrics(path: Path) -> list[dict[str, Any]]:
     return [by_epoch[e] for e in sorted(by_epoch)]
 
 
-def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in d.items():
-        if isinstance(v, dict):
-            out.update(_flatten(v, f"{prefix}{k}."))
-        else:
-            out[f"{prefix}{k}"] = v
-    return out
-
-
 def _config_diff(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
-    fa, fb = _flatten(a), _flatten(b)
+    fa, fb = flatten(a), flatten(b)
     return sorted(k for k in set(fa) | set(fb) if k != "work_dir" and not k.startswith("_") and fa.get(k) != fb.get(k))
 
 
@@ -473,7 +464,7 @@ def budget_notes(runs: list[dict[str, Any]], ignore: tuple[str, ...] = ()) -> li
     for key in BUDGET_KEYS:
         if key in ignore:
             continue
-        values = {r.get("name", r["stem"]): _flatten(r["cfg"]).get(key) for r in runs}
+        values = {r.get("name", r["stem"]): flatten(r["cfg"]).get(key) for r in runs}
         if len({json.dumps(v) for v in values.values()}) > 1:
             notes.append(f"**runs differ in `{key}`**: " + ", ".join(f"{s}={v}" for s, v in values.items()))
     return notes

@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from ..atomic_file import atomic_writer
+from ..config import flatten
 
 
 class CheckpointError(ValueError):
@@ -115,16 +116,6 @@ def upgrade_weights(state: dict[str, Any]) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------------------ model compatibility
-def _flatten(d: dict[str, Any], prefix: str) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in d.items():
-        if isinstance(v, dict):
-            out.update(_flatten(v, f"{prefix}{k}."))
-        else:
-            out[f"{prefix}{k}"] = v
-    return out
-
-
 def model_config_diff(checkpoint_cfg: dict[str, Any], cfg: dict[str, Any]) -> list[str]:
     """``["model.enc_channels: checkpoint [16, 16], config [32, 32]", ...]`` for every model key whose
     value differs (keys a checkpoint predates count with their default)."""
@@ -136,7 +127,7 @@ def model_config_diff(checkpoint_cfg: dict[str, Any], cfg: dict[str, Any]) -> li
         except ValueError:
             return dict(c.get("model") or {})
 
-    a, b = _flatten(resolved(checkpoint_cfg), "model."), _flatten(resolved(cfg), "model.")
+    a, b = flatten(resolved(checkpoint_cfg), "model."), flatten(resolved(cfg), "model.")
     missing = object()
     return [f"{k}: checkpoint {a.get(k, '<absent>')!r}, config {b.get(k, '<absent>')!r}"
             for k in sorted(set(a) | set(b)) if a.get(k, missing) != b.get(k, missing)]

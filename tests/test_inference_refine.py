@@ -94,3 +94,19 @@ def test_render_writes_a_picture_with_reference(scans_dir: Path, tmp_path: Path)
     assert double.size[1] > 1.5 * single.size[1]  # reference row above the prediction
     pixels = np.asarray(single.convert("RGB")).reshape(-1, 3)
     assert len(np.unique(pixels, axis=0)) > 200  # shaded triangles, not a flat fill
+
+
+def test_relabel_teeth_fixes_a_whole_tooth_and_splits_a_merged_pair(scans_dir: Path) -> None:
+    from pointmamba.evaluation.tooth_decoding import relabel_teeth
+
+    scan, _, _, classes = _scan(scans_dir, "MSN021_lower")
+    wrong = classes.copy()
+    wrong[classes == 3] = 5  # a whole tooth under a far-away number (not touching tooth 5)
+    fixed = relabel_teeth(wrong, classes, scan.faces, agree=0.5)
+    np.testing.assert_array_equal(fixed, classes)
+    merged = classes.copy()
+    merged[classes == 10] = 9  # two neighbouring teeth under one number: one connected piece
+    split = relabel_teeth(merged, classes, scan.faces, agree=0.9)
+    np.testing.assert_array_equal(split, classes)
+    whole = relabel_teeth(merged, classes, scan.faces, agree=0.5)  # the larger tooth's number wins the piece
+    assert len(np.unique(whole[(classes == 9) | (classes == 10)])) == 1

@@ -12,15 +12,19 @@ import numpy as np
 import torch
 from torch import nn
 
+_OFF = {"mirror_tta": False, "tooth_decoding": False, "graph_cut": False, "tooth_relabel": False}
+_DEFAULT = {"mirror_tta": True, "tooth_decoding": False, "graph_cut": True, "tooth_relabel": True}
 VARIANTS: dict[str, dict[str, bool]] = {
-    "network only": {"mirror_tta": False, "tooth_decoding": False, "graph_cut": False},
-    "+ mirror TTA": {"mirror_tta": True, "tooth_decoding": False, "graph_cut": False},
-    "+ tooth decoding": {"mirror_tta": False, "tooth_decoding": True, "graph_cut": False},
-    "+ graph cut": {"mirror_tta": False, "tooth_decoding": False, "graph_cut": True},
-    "all but mirror TTA": {"mirror_tta": False, "tooth_decoding": True, "graph_cut": True},
-    "all but tooth decoding": {"mirror_tta": True, "tooth_decoding": False, "graph_cut": True},
-    "all but graph cut": {"mirror_tta": True, "tooth_decoding": True, "graph_cut": False},
-    "all": {"mirror_tta": True, "tooth_decoding": True, "graph_cut": True},
+    "network only": _OFF,
+    "+ mirror TTA": {**_OFF, "mirror_tta": True},
+    "+ graph cut": {**_OFF, "graph_cut": True},
+    "+ tooth decoding (mask)": {**_OFF, "tooth_decoding": True},
+    "+ tooth relabel": {**_OFF, "tooth_relabel": True},
+    "defaults (TTA + graph cut + relabel)": _DEFAULT,
+    "defaults without mirror TTA": {**_DEFAULT, "mirror_tta": False},
+    "defaults without graph cut": {**_DEFAULT, "graph_cut": False},
+    "defaults without tooth relabel": {**_DEFAULT, "tooth_relabel": False},
+    "defaults + tooth decoding (mask)": {**_DEFAULT, "tooth_decoding": True},
 }
 
 

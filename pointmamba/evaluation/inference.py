@@ -130,18 +130,23 @@ def refine(probs: np.ndarray, aligned: np.ndarray, faces: np.ndarray, normals: n
     """Per-vertex class ids from probabilities: restrict to the jaw's classes, tooth decoding and graph
     cut as ``options`` (the ``infer`` config section) switch them."""
     from .graph_cut import graph_cut
-    from .tooth_decoding import decode_teeth
+    from .tooth_decoding import decode_teeth, decoded_classes, relabel_teeth
 
     keep = _jaw_classes(num_classes, jaw)
     if keep is not None:
         masked = np.zeros_like(probs)
         masked[:, keep] = probs[:, keep]
         probs = masked / np.maximum(masked.sum(1, keepdims=True), 1e-12)
+    decoded = None
+    if options.get("tooth_relabel") and jaw is not None:
+        decoded = decoded_classes(aligned, probs, jaw, num_classes, width_weight=options["decoding_width_weight"])
     if options["tooth_decoding"] and jaw is not None:
         probs = decode_teeth(aligned, probs, jaw, num_classes, width_weight=options["decoding_width_weight"])
     if options["graph_cut"] and len(faces):
-        return graph_cut(probs, aligned, faces, normals, smoothing=options["graph_cut_smoothing"])
-    return probs.argmax(1)
+        labels = graph_cut(probs, aligned, faces, normals, smoothing=options["graph_cut_smoothing"])
+    else:
+        labels = probs.argmax(1)
+    return labels if decoded is None else relabel_teeth(labels, decoded, faces)
 
 
 def segment_scan(model: nn.Module, scan: Any, cfg: dict[str, Any], device: torch.device) -> Prediction:

@@ -94,13 +94,25 @@ def decode_teeth(coord: np.ndarray, probs: np.ndarray, jaw: str, num_classes: in
 
     Measured alternative left out: taking the tooth vertices from a first graph cut's labels resisted
     i.i.d. noise in a simulation but lowered val mIoU on real predictions (0.622 -> 0.605)."""
+    return _decode(coord, probs, jaw, num_classes, width_weight, bin_deg, tolerance_mm)[0]
+
+
+def decoded_classes(coord: np.ndarray, probs: np.ndarray, jaw: str, num_classes: int = 17,
+                    width_weight: float = 0.1, bin_deg: float = 1.0) -> np.ndarray:
+    """The class the arch decoding gives each vertex's bin (V,), -1 for vertices that are not teeth."""
+    return _decode(coord, probs, jaw, num_classes, width_weight, bin_deg, 0.0)[1]
+
+
+def _decode(coord: np.ndarray, probs: np.ndarray, jaw: str, num_classes: int, width_weight: float,
+            bin_deg: float, tolerance_mm: float) -> tuple[np.ndarray, np.ndarray]:
     probs = np.asarray(probs, dtype=np.float64)
     if jaw not in TOOTH_WIDTH_MM:
         raise ValueError(f"decode_teeth: jaw must be 'upper' or 'lower', got {jaw!r}")
     pred = probs.argmax(1)
     tooth = np.flatnonzero(pred != 0)
+    decoded = np.full(len(probs), -1, dtype=np.int64)
     if len(tooth) < 10:
-        return probs
+        return probs, decoded
     blocks = side_blocks(num_classes, jaw)
     xy = coord[tooth, :2].astype(np.float64)
     y_lo, y_hi = np.percentile(xy[:, 1], [2, 98])
@@ -135,5 +147,41 @@ def decode_teeth(coord: np.ndarray, probs: np.ndarray, jaw: str, num_classes: in
             bin_allowed[i, bin_label[np.abs(arc - arc[i]) <= tolerance_mm]] = True
         rows = tooth[members]
         allowed[np.ix_(rows, blk)] = bin_allowed[inv]
+        decoded[rows] = blk[bin_label[inv]]
     out = np.where(allowed, probs, 0.0)
-    return out / np.maximum(out.sum(1, keepdims=True), 1e-12)
+    return out / np.maximum(out.sum(1, keepdims=True), 1e-12), decoded
+
+
+def relabel_teeth(labels: np.ndarray, decoded: np.ndarray, faces: np.ndarray, agree: float = 0.5) -> np.ndarray:
+    """Tooth-level use of the decoding: each connected piece of one tooth label (mesh adjacency) takes the
+    decoded position most of its vertices have when at least ``agree`` of them share it (a whole tooth
+    relabelled, its boundary kept); a piece whose vertices the decoding splits between positions (two
+    teeth under one number) takes the decoded position vertex by vertex. ``agree`` 0.5 / 0.7 / 0.9 gave
+    mIoU 0.802 / 0.806 / 0.742 on one split and 0.791 / 0.786 / 0.726 on another (0.785 / 0.791 without):
+    0.5 is the only value that made no held-out jaw worse."""
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    labels = np.asarray(labels).copy()
+    f = np.asarray(faces, dtype=np.int64)
+    e = np.concatenate([f[:, [0, 1]], f[:, [1, 2]], f[:, [2, 0]]])
+    same = (labels[e[:, 0]] == labels[e[:, 1]]) & (labels[e[:, 0]] > 0)
+    e = e[same]
+    n = len(labels)
+    graph = coo_matrix((np.ones(len(e)), (e[:, 0], e[:, 1])), shape=(n, n))
+    _, comp = connected_components(graph, directed=False)
+    order = np.argsort(comp, kind="stable")
+    starts = np.flatnonzero(np.r_[True, np.diff(comp[order]) != 0])
+    for members in np.split(order, starts[1:]):
+        if labels[members[0]] <= 0:
+            continue
+        dec = decoded[members]
+        known = dec >= 0
+        if not known.any():
+            continue
+        values, counts = np.unique(dec[known], return_counts=True)
+        if counts.max() >= agree * known.sum():
+            labels[members] = values[counts.argmax()]
+        else:
+            labels[members[known]] = dec[known]
+    return labels

@@ -30,15 +30,14 @@ def resolve_checkpoint(name: str | Path | None) -> Path:
 
 def export_compact(state: dict[str, Any], out: str | Path, provenance: dict[str, Any] | None = None) -> Path:
     """Write a checkpoint's weights as float16 with its config and warm-up state (no optimizer, no RNG)."""
-    from ..config import INFER_DEFAULTS
     from ..training.checkpoint import save_checkpoint
 
     model = {k: (v.half() if v.is_floating_point() else v) for k, v in state["model"].items()}
     compact = {
         "format": FORMAT,
         "model": model,
-        # the inference defaults of this export, not the ones in force when training started
-        "config": {**state["config"], "infer": dict(INFER_DEFAULTS)},
+        # no ``infer`` section: inference takes the installed version's defaults (and the user's --set)
+        "config": {k: v for k, v in state["config"].items() if k != "infer"},
         "hooks": {"warmup": dict(state.get("hooks", {}).get("warmup", {}))},
         "epoch": int(state.get("epoch", 0)),
         "provenance": dict(provenance or {}),

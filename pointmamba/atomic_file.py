@@ -12,7 +12,7 @@ import tempfile
 from contextlib import contextmanager
 from os import PathLike
 from pathlib import Path
-from typing import BinaryIO, Iterator
+from typing import Any, BinaryIO, Iterator
 
 
 def current_umask() -> int:
@@ -57,3 +57,11 @@ def atomic_write(path: str | PathLike, payload: bytes, fsync: bool = False) -> P
     with atomic_writer(path, fsync=fsync) as fh:
         fh.write(payload)
     return Path(path)
+
+
+def save_figure(fig: Any, path: str | PathLike, **kwargs: Any) -> Path:
+    """``fig.savefig`` atomically (a symlink at ``path`` is replaced, not written through)."""
+    path = Path(path)
+    with atomic_writer(path) as fh:
+        fig.savefig(fh, format=path.suffix.lstrip(".") or "png", **kwargs)
+    return path

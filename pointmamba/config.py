@@ -219,7 +219,7 @@ def _validate_augment(value: Any) -> None:
         raise ConfigError(f"config key 'data.augment' must be true, false or a mapping with keys "
                           f"{', '.join(sorted(DEFAULT_AUGMENT))}, got {type(value).__name__} {value!r}")
     try:
-        validate(value, {k: v for k, v in augment_defaults().items()}, "data.augment.")
+        validate(value, augment_defaults(), "data.augment.")
         resolve_augment(value)  # value checks (ranges, modes) by the class that applies them
     except ValueError as exc:
         raise ConfigError(str(exc).replace("Augment:", "config key 'data.augment':")) from None

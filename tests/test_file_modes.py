@@ -12,7 +12,7 @@ import torch
 from pointmamba.atomic_file import atomic_write, current_umask
 from pointmamba.data import save_labels, write_obj, write_ply
 from pointmamba.training.checkpoint import save_checkpoint
-from pointmamba.cli.output_files import save_figure
+from pointmamba.atomic_file import save_figure
 
 
 @pytest.fixture

@@ -125,7 +125,7 @@ def test_confusion_matrix_all_reduce_without_process_group_is_a_no_op():
 def test_confusion_matrix_all_reduce_sums_over_two_gloo_ranks(tmp_path):
     mp.spawn(_all_reduce_worker, args=(2, str(tmp_path / "init"), str(tmp_path)), nprocs=2, join=True)
     for rank in range(2):
-        assert torch.load(tmp_path / f"rank{rank}.pt").tolist() == HAND_MATRIX
+        assert torch.load(tmp_path / f"rank{rank}.pt", weights_only=True).tolist() == HAND_MATRIX
 
 
 # ------------------------------------------------------------------ 3DTeethSeg'22 metrics

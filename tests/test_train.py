@@ -142,10 +142,10 @@ def test_torchrun_two_gloo_processes_keep_identical_weights(synth: Path, tmp_pat
         capture_output=True, text=True, cwd=ROOT, timeout=600, env=env,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    w0 = torch.load(tmp_path / "ddp" / "rank0.pt")
-    w1 = torch.load(tmp_path / "ddp" / "rank1.pt")
+    w0 = torch.load(tmp_path / "ddp" / "rank0.pt", weights_only=True)
+    w1 = torch.load(tmp_path / "ddp" / "rank1.pt", weights_only=True)
     assert w0["iteration"] == w1["iteration"] == 2
-    init = torch.load(tmp_path / "ddp" / "rank0_init.pt")
+    init = torch.load(tmp_path / "ddp" / "rank0_init.pt", weights_only=True)
     changed = 0
     for key in w0["model"]:
         assert torch.equal(w0["model"][key], w1["model"][key]), f"{key} differs between ranks"

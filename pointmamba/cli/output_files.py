@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Iterable, Sequence
 
 from ..atomic_file import atomic_writer
 
@@ -122,11 +122,3 @@ def plan_outputs(inputs: Sequence[str | Path], out: str | Path, suffixes: Sequen
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
         raise OutputError(problems[0] + more)
     return plan
-
-
-def save_figure(fig: Any, path: str | Path, **kwargs: Any) -> Path:
-    """``fig.savefig`` atomically (a symlink at ``path`` is replaced, not written through)."""
-    path = Path(path)
-    with atomic_writer(path) as fh:
-        fig.savefig(fh, format=path.suffix.lstrip(".") or "png", **kwargs)
-    return path

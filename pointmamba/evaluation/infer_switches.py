@@ -36,7 +36,7 @@ def compare_switches(model: nn.Module, dataset: Any, cfg: dict[str, Any], device
     from ..data import fdi_to_class, load_scan
     from ..data.dataset import preprocess_scan
     from ..data.mesh import apply_transform
-    from .inference import infer_options, refine, vertex_probabilities
+    from .inference import TestView, infer_options, refine, summed_view_probabilities
     from .metrics import ConfusionMatrix
 
     num_classes = cfg["data"]["num_classes"]
@@ -47,9 +47,13 @@ def compare_switches(model: nn.Module, dataset: Any, cfg: dict[str, Any], device
         scan = load_scan(dataset.paths[i])
         target = fdi_to_class(scan.labels, scan.jaw, num_classes)
         arrays = {k: v for k, v in preprocess_scan(scan).items() if k != "labels"}
-        angles = tuple(base["tta_angles"])
-        plain, transform = vertex_probabilities(model, arrays, scan.name, cfg, device, False, angles)
-        both, _ = vertex_probabilities(model, arrays, scan.name, cfg, device, True, angles)
+        angles = base["tta_angles"]
+        # the plain views once; the mirrored ones added to their sum (the order vertex_probabilities uses)
+        plain_sum, transform = summed_view_probabilities(
+            model, arrays, scan.name, cfg, device, [TestView(False, a) for a in angles])
+        both_sum, _ = summed_view_probabilities(
+            model, arrays, scan.name, cfg, device, [TestView(True, a) for a in angles], start=plain_sum.copy())
+        plain, both = plain_sum / len(angles), both_sum / (2 * len(angles))
         aligned = apply_transform(scan.vertices.astype(np.float64), transform)
         normals = apply_transform(arrays["normals"].astype(np.float64), transform, direction=True)
         for name, switches in VARIANTS.items():

@@ -103,17 +103,26 @@ def vertex_probabilities(model: nn.Module, arrays: dict[str, np.ndarray], name: 
     canonical frame, averaged over test-time views: each rotation in ``angles`` (degrees about the
     occlusal axis) and, with ``mirror_tta``, each also mirrored across the sagittal plane with the
     left/right classes swapped back."""
+    views = [TestView(m, a) for m in ((False, True) if mirror_tta else (False,)) for a in angles]
+    total, transform = summed_view_probabilities(model, arrays, name, cfg, device, views)
+    return total / len(views), transform
+
+
+@torch.no_grad()
+def summed_view_probabilities(model: nn.Module, arrays: dict[str, np.ndarray], name: str, cfg: dict[str, Any],
+                              device: torch.device, views: list[TestView],
+                              start: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The per-vertex probabilities of ``views`` added up in order onto ``start`` (a running sum of
+    earlier views, so a caller can extend it without repeating their forward passes), and the transform."""
     from ..data import collate, mirror_class
     from ..data.dataset import make_item
 
     d = cfg["data"]
-    views = [TestView(m, a) for m in ((False, True) if mirror_tta else (False,)) for a in angles]
-    total = None
+    total = start
     transform = None
     for view in views:
         item = make_item(arrays, name=name, num_classes=d["num_classes"], grid_size=d["grid_size"],
-                         align=d["align"], mode="test", rng=np.random.default_rng(0),
-                         augment=None if (not view.mirror and not view.angle_deg) else view,
+                         align=d["align"], mode="test", rng=np.random.default_rng(0), augment=view,
                          jaw_feature=bool(d.get("jaw_feature", False)))
         batch, logits = predict_batch(model, collate([item]), device, bool(cfg["train"]["amp"]))
         probs = torch.softmax(logits, 1)[batch.extra["vertex_row"]].cpu().numpy().astype(np.float64)
@@ -122,7 +131,7 @@ def vertex_probabilities(model: nn.Module, arrays: dict[str, np.ndarray], name: 
         transform = np.asarray(item["transform"])  # the frame before the view's own transform
         total = probs if total is None else total + probs
     assert total is not None and transform is not None
-    return total / len(views), transform
+    return total, transform
 
 
 def refine(probs: np.ndarray, aligned: np.ndarray, faces: np.ndarray, normals: np.ndarray, jaw: str | None,
@@ -130,7 +139,7 @@ def refine(probs: np.ndarray, aligned: np.ndarray, faces: np.ndarray, normals: n
     """Per-vertex class ids from probabilities: restrict to the jaw's classes, tooth decoding and graph
     cut as ``options`` (the ``infer`` config section) switch them."""
     from .graph_cut import graph_cut
-    from .tooth_decoding import decode_teeth, decoded_classes, relabel_teeth
+    from .tooth_decoding import arch_decoding, relabel_teeth
 
     keep = _jaw_classes(num_classes, jaw)
     if keep is not None:
@@ -138,15 +147,17 @@ def refine(probs: np.ndarray, aligned: np.ndarray, faces: np.ndarray, normals: n
         masked[:, keep] = probs[:, keep]
         probs = masked / np.maximum(masked.sum(1, keepdims=True), 1e-12)
     decoded = None
-    if options.get("tooth_relabel") and jaw is not None:
-        decoded = decoded_classes(aligned, probs, jaw, num_classes, width_weight=options["decoding_width_weight"])
-    if options["tooth_decoding"] and jaw is not None:
-        probs = decode_teeth(aligned, probs, jaw, num_classes, width_weight=options["decoding_width_weight"])
+    if jaw is not None and (options["tooth_decoding"] or options.get("tooth_relabel")):
+        masked, decoded = arch_decoding(aligned, probs, jaw, num_classes, width_weight=options["decoding_width_weight"])
+        if options["tooth_decoding"]:
+            probs = masked
     if options["graph_cut"] and len(faces):
         labels = graph_cut(probs, aligned, faces, normals, smoothing=options["graph_cut_smoothing"])
     else:
         labels = probs.argmax(1)
-    return labels if decoded is None else relabel_teeth(labels, decoded, faces)
+    if decoded is not None and options.get("tooth_relabel"):
+        labels = relabel_teeth(labels, decoded, faces)
+    return labels
 
 
 def segment_scan(model: nn.Module, scan: Any, cfg: dict[str, Any], device: torch.device) -> Prediction:

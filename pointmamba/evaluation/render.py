@@ -66,7 +66,7 @@ def render_segmentation(path: str | Path, aligned: np.ndarray, faces: np.ndarray
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from ..atomic_file import atomic_write
+    from ..atomic_file import save_figure
 
     rows = [("prediction", classes, fdi, None)]
     if reference_fdi is not None and reference_classes is not None:
@@ -81,11 +81,6 @@ def render_segmentation(path: str | Path, aligned: np.ndarray, faces: np.ndarray
             axes[r, c].set_title(f"{name}: {view}", fontsize=9)
     fig.suptitle(title)
     fig.tight_layout()
-    import io
-
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110)
+    path = save_figure(fig, path, dpi=110)
     plt.close(fig)
-    path = Path(path)
-    atomic_write(path, buf.getvalue())
     return path

@@ -94,17 +94,14 @@ def decode_teeth(coord: np.ndarray, probs: np.ndarray, jaw: str, num_classes: in
 
     Measured alternative left out: taking the tooth vertices from a first graph cut's labels resisted
     i.i.d. noise in a simulation but lowered val mIoU on real predictions (0.622 -> 0.605)."""
-    return _decode(coord, probs, jaw, num_classes, width_weight, bin_deg, tolerance_mm)[0]
+    return arch_decoding(coord, probs, jaw, num_classes, width_weight, bin_deg, tolerance_mm)[0]
 
 
-def decoded_classes(coord: np.ndarray, probs: np.ndarray, jaw: str, num_classes: int = 17,
-                    width_weight: float = 0.1, bin_deg: float = 1.0) -> np.ndarray:
-    """The class the arch decoding gives each vertex's bin (V,), -1 for vertices that are not teeth."""
-    return _decode(coord, probs, jaw, num_classes, width_weight, bin_deg, 0.0)[1]
-
-
-def _decode(coord: np.ndarray, probs: np.ndarray, jaw: str, num_classes: int, width_weight: float,
-            bin_deg: float, tolerance_mm: float) -> tuple[np.ndarray, np.ndarray]:
+def arch_decoding(coord: np.ndarray, probs: np.ndarray, jaw: str, num_classes: int = 17,
+                  width_weight: float = 0.1, bin_deg: float = 1.0,
+                  tolerance_mm: float = 1.5) -> tuple[np.ndarray, np.ndarray]:
+    """Both uses of one decoding: the masked probabilities of :func:`decode_teeth`, and the class the
+    decoding gives each vertex's bin (V,), -1 for vertices that are not teeth (for :func:`relabel_teeth`)."""
     probs = np.asarray(probs, dtype=np.float64)
     if jaw not in TOOTH_WIDTH_MM:
         raise ValueError(f"decode_teeth: jaw must be 'upper' or 'lower', got {jaw!r}")
@@ -138,7 +135,8 @@ def _decode(coord: np.ndarray, probs: np.ndarray, jaw: str, num_classes: int, wi
         cost = np.zeros((len(uniq), len(blk)))
         np.add.at(cost, inv, -np.log(np.maximum(q, 1e-6)))
         count = np.bincount(inv, minlength=len(uniq)).astype(np.float64)
-        med_r = np.array([np.median(radius[members][inv == i]) for i in range(len(uniq))])
+        side_radius = radius[members]
+        med_r = np.array([np.median(side_radius[inv == i]) for i in range(len(uniq))])
         length = med_r * np.radians(bin_deg)
         bin_label = _segment_side(cost, length, count, widths, width_weight)
         arc = np.cumsum(length) - length / 2
@@ -162,9 +160,10 @@ def relabel_teeth(labels: np.ndarray, decoded: np.ndarray, faces: np.ndarray, ag
     from scipy.sparse import coo_matrix
     from scipy.sparse.csgraph import connected_components
 
+    from .graph_cut import mesh_edges
+
     labels = np.asarray(labels).copy()
-    f = np.asarray(faces, dtype=np.int64)
-    e = np.concatenate([f[:, [0, 1]], f[:, [1, 2]], f[:, [2, 0]]])
+    e = mesh_edges(faces)
     same = (labels[e[:, 0]] == labels[e[:, 1]]) & (labels[e[:, 0]] > 0)
     e = e[same]
     n = len(labels)

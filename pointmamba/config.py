@@ -60,6 +60,9 @@ TRAIN_DEFAULTS: dict[str, Any] = {
 
 DIAGNOSTICS_DEFAULTS: dict[str, Any] = {
     "interval": 0,  # steps between diagnostics (0: off)
+    # also on the first step (the model at init) and the last step of every epoch, whatever the interval;
+    # those are the points the ablation table compares (init, epoch 1, epoch 10)
+    "epoch_ends": False,
     "histograms": True,  # gate values and normalized distances as TensorBoard histograms
     "explode_ratio": 0.1,  # flag grad-norm/param-norm above this
     "vanish_ratio": 1e-5,  # flag grad-norm/param-norm below this

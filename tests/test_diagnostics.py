@@ -208,3 +208,30 @@ def test_off_by_default(tmp_path_factory):
     finally:
         trainer.close()
     assert not [t for t in _events(work / "tb").Tags()["scalars"] if t.startswith("diag/")]
+
+
+def test_epoch_ends_at_init_and_each_epoch_end(tmp_path_factory):
+    """``diagnostics.epoch_ends`` with interval 0: the first step and the last step of each epoch, in TensorBoard
+    and in diagnostics.jsonl (one line each, with the epoch), which is what tools/ablate.py tabulates."""
+    from pointmamba.config import load_config
+    from pointmamba.training.trainer import Trainer
+
+    from support.tiny import tiny_overrides, write_synthetic
+
+    root = write_synthetic(tmp_path_factory.mktemp("synth"))
+    work = tmp_path_factory.mktemp("run")
+    cfg = load_config(None, tiny_overrides(root, work, epochs=3) + [
+        "train.max_steps_per_epoch=2", "train.val_interval=0", "diagnostics.epoch_ends=true"])
+    trainer = Trainer(cfg)
+    try:
+        assert cfg["diagnostics"]["interval"] == 0 and trainer.steps_per_epoch == 2
+        trainer.train()
+    finally:
+        trainer.close()
+    lines = [json.loads(x) for x in (work / "diagnostics.jsonl").read_text().splitlines()]
+    assert [(x["step"], x["epoch"]) for x in lines] == [(1, 1), (2, 1), (4, 2), (6, 3)]
+    names = [n for n, _ in trainer.net.relpos_modules()]
+    assert all(0 < x["modules"][n]["gate_mean"] < 1 and x["modules"][n]["contrib_ratio"] > 0 for x in lines for n in names)
+    assert all(x["groups"]["relpos"]["ratio"] > 0 for x in lines)
+    acc = _events(work / "tb")
+    assert [e.step for e in acc.Scalars(f"diag/{names[0]}/gate_mean")] == [1, 2, 4, 6]

@@ -2,8 +2,10 @@
 
 On a diagnostics step, ``before_step`` sets ``record = {}`` on every RelPos module, so that step's
 forward stores detached intermediates there; ``after_backward`` (gradients populated, before clipping)
-reads them and the gradients, writes TensorBoard scalars (and histograms) plus one console line, and sets
-``record = None`` again. Between diagnostics steps the hook costs one modulo per step; with
+reads them and the gradients, writes TensorBoard scalars (and histograms), one console line and one line
+of ``diagnostics.jsonl`` in the work dir (what ``tools/ablate.py`` tabulates), and sets ``record = None``
+again. With ``diagnostics.epoch_ends`` it also runs on the first step (the model at init, the first batch's
+gradients) and on the last step of every epoch. Between diagnostics steps the hook costs one modulo per step; with
 ``diagnostics.interval: 0`` the trainer does not create it at all.
 
 Tags (``<m>`` is a RelPos module name from ``net.relpos_modules()``, e.g. ``enc0.order0``;
@@ -22,6 +24,7 @@ Tags (``<m>`` is a RelPos module name from ``net.relpos_modules()``, e.g. ``enc0
 """
 from __future__ import annotations
 
+import json
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -118,7 +121,7 @@ class DiagnosticsHook(Hook):
     name = "diagnostics"
 
     def __init__(self, interval: int, histograms: bool = True, explode_ratio: float = 0.1,
-                 vanish_ratio: float = 1e-5) -> None:
+                 vanish_ratio: float = 1e-5, epoch_ends: bool = False) -> None:
         if interval < 0:
             raise ValueError(f"diagnostics.interval must be >= 0, got {interval}")
         if not 0 < vanish_ratio < explode_ratio:
@@ -127,6 +130,7 @@ class DiagnosticsHook(Hook):
         self.histograms = histograms
         self.explode_ratio = explode_ratio
         self.vanish_ratio = vanish_ratio
+        self.epoch_ends = epoch_ends
         self._armed: list[Any] = []  # modules whose ``record`` this hook set
         self._t_hook = 0.0
         self.last: dict[str, Any] = {}  # the last step's figures (tests, interactive use)
@@ -134,7 +138,12 @@ class DiagnosticsHook(Hook):
     # ------------------------------------------------------------------ arming
     def _due(self, trainer: "Trainer") -> bool:
         # only the main process writes; other ranks pay nothing
-        return self.interval > 0 and trainer.writer is not None and (trainer.iteration + 1) % self.interval == 0
+        if trainer.writer is None:
+            return False
+        step = trainer.iteration + 1
+        if self.interval > 0 and step % self.interval == 0:
+            return True
+        return self.epoch_ends and (step == 1 or step % trainer.steps_per_epoch == 0)
 
     def _disarm(self) -> None:
         for module in self._armed:
@@ -200,8 +209,12 @@ class DiagnosticsHook(Hook):
             writer.add_scalar(f"diag/flags/vanishing/{g}", v["vanishing"], step)
         hook_ms = 1000.0 * (time.perf_counter() - t0 + self._t_hook)
         writer.add_scalar("diag/hook_ms", hook_ms, step)
-        self.last = {"step": step, "modules": modules, "groups": groups, "flags": flags, "hook_ms": hook_ms}
+        self.last = {"step": step, "epoch": trainer.epoch + 1, "modules": modules, "groups": groups, "flags": flags,
+                     "hook_ms": hook_ms}
         trainer.log(self.summary_line(self.last))
+        if getattr(trainer, "work_dir", None) is not None:
+            with open(trainer.work_dir / "diagnostics.jsonl", "a") as fh:
+                fh.write(json.dumps(self.last) + "\n")
 
     def summary_line(self, last: dict[str, Any]) -> str:
         """One compact line: gate range and contribution over the active RelPos modules, grad/param per

@@ -30,9 +30,10 @@ class TrainingDiverged(RuntimeError):
 
 
 def build_hooks(cfg: dict[str, Any]) -> list[Hook]:
-    """The hooks a config asks for: the RelPos warm-up switch, diagnostics when ``diagnostics.interval`` > 0."""
+    """The hooks a config asks for: the RelPos warm-up switch, diagnostics when ``diagnostics.interval`` > 0
+    or ``diagnostics.epoch_ends``."""
     hooks: list[Hook] = [WarmupSwitch(cfg["warmup"]["epochs"], cfg["warmup"]["ramp_epochs"])]
-    if cfg["diagnostics"]["interval"] > 0:
+    if cfg["diagnostics"]["interval"] > 0 or cfg["diagnostics"]["epoch_ends"]:
         from .diagnostics import DiagnosticsHook
 
         hooks.append(DiagnosticsHook(**cfg["diagnostics"]))

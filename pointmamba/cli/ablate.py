@@ -12,7 +12,9 @@ and ``DIR/results.csv`` (one row per run), ``DIR/epochs.csv`` (one row per run a
 
 ``--seeds 0 1 2`` runs every config once per seed (``seed=K``, run directory ``DIR/<stem>/seed<K>``);
 each run's loss ratio is taken against the baseline run of the same seed, and ``results.md`` /
-``summary.csv`` give mean ± std over the seeds per config (curves: mean, band min-max). ``--jobs N``
+``summary.csv`` give mean ± std over the seeds per config (curves: mean, band min-max), the RelPos
+diagnostics at init / epoch 1 / epoch 10 from each run's ``diagnostics.jsonl`` (``diagnostics.csv``) and the
+design notes' claims checked seed by seed (``ablation_diagnostics.py``). ``--jobs N``
 trains N runs at once, each with cpu_count // N torch threads unless OMP_NUM_THREADS is set, and writes
 each run's output to its ``ablate.log``.
 
@@ -37,6 +39,7 @@ from typing import Any
 
 from ..config import flatten
 from ._common import run_main
+from .ablation_diagnostics import claim_lines, diagnostics_lines, diagnostics_rows
 
 TRAIN_MODULE = "pointmamba.cli.train"  # run as python -m, from this package
 CRITERION_EPOCH = 10
@@ -375,8 +378,9 @@ def _pm(row: dict[str, Any], key: str, spec: str = ".4f") -> str:
 
 def write_seed_tables(rows: list[dict[str, Any]], agg: list[dict[str, Any]], meta: dict[str, Any],
                       runs: list[dict[str, Any]], out: Path, notes: list[str]) -> None:
-    """``summary.csv`` (mean/std per config), ``results.csv`` and ``epochs.csv`` (per run, with its seed) and
-    ``results.md`` (mean ± std per config, then every run)."""
+    """``summary.csv`` (mean/std per config), ``results.csv`` and ``epochs.csv`` (per run, with its seed),
+    ``diagnostics.csv`` (per run and point, when runs wrote diagnostics) and ``results.md`` (mean ± std per
+    config, RelPos diagnostics, the claims, then every run)."""
     with open(out / "summary.csv", "w", newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=list(agg[0]))
         w.writeheader()
@@ -417,6 +421,16 @@ def write_seed_tables(rows: list[dict[str, Any]], agg: list[dict[str, Any]], met
                  row["verdict"], _pm(row, "best_val_miou"), _pm(row, "final_val_miou"), _pm(row, "train_time_s", ".0f"),
                  row["epochs_to_baseline_loss"]]
         lines.append("| " + " | ".join(cells) + " |")
+    diag_rows = diagnostics_rows(runs, e)
+    if diag_rows:
+        with open(out / "diagnostics.csv", "w", newline="") as fh:
+            w = csv.DictWriter(fh, fieldnames=list(diag_rows[0]))
+            w.writeheader()
+            for row in diag_rows:
+                w.writerow({k: ("" if v is None else v) for k, v in row.items()})
+    lines += diagnostics_lines(diag_rows)
+    if base is not None and e:
+        lines += claim_lines(rows, e, ACCEPT)
     lines += ["", "## Every run", "", "| config | seed | status | epochs | loss @ ep " + str(e) + " | ratio | best val mIoU (epoch) |",
               "|---|---|---|---|---|---|---|"]
     for row in rows:
@@ -519,6 +533,7 @@ def main() -> None:
         write_seed_tables(rows, aggregate(rows), meta, runs, out, notes)
         plot_seed_curves(runs, meta, out / "curves.png")
         written = ["results.md", "summary.csv", "results.csv", "epochs.csv", "curves.png"]
+        written += ["diagnostics.csv"] if (out / "diagnostics.csv").is_file() else []
     print((out / "results.md").read_text())
     print("[ablate] wrote " + ", ".join(str(out / w) for w in written))
     failed = [r["name"] for r in runs if r["status"].startswith("failed")]

@@ -1,0 +1,164 @@
+"""What ``tools/ablate.py --seeds`` adds to its table: RelPos diagnostics at init / epoch 1 / epoch 10, and the
+design notes' claims tested seed by seed.
+
+Diagnostics come from each run's ``diagnostics.jsonl`` (written by the diagnostics hook; the ablation base
+turns on ``diagnostics.epoch_ends`` so that the first step and every epoch's last step have a line). Per
+point: gate mean and contribution ratio std(ramp*scale*gate*pos)/std(feat), each averaged over the active
+RelPos modules, and the grad-norm/param-norm ratios of the RelPos and CPE parameter groups.
+"""
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+from typing import Any
+
+DIAG_KEYS = ("gate_mean", "contrib_ratio", "grad_ratio_relpos", "grad_ratio_cpe")
+DIAG_LABELS = {"gate_mean": "gate mean", "contrib_ratio": "contribution ratio",
+               "grad_ratio_relpos": "grad/param RelPos", "grad_ratio_cpe": "grad/param CPE"}
+
+# (claim, config A, config B or None, kind): "a_slower" holds in a seed when A's criterion-epoch loss is above
+# B's; "a_better" when it is below; "ratio_accept" when A's loss ratio to the baseline is <= ACCEPT
+CLAIMS: tuple[tuple[str, str, str | None, str], ...] = (
+    ("naive init converges slower than CPE", "cpe_relpos_naive", "cpe", "a_slower"),
+    ("the fixed init reaches a loss <= 1.1x the CPE baseline", "cpe_relpos_fixed", None, "ratio_accept"),
+    ("quantile normalization helps (vs the fixed init without it)", "cpe_relpos_quantile", "cpe_relpos_fixed", "a_better"),
+    ("warm-up helps (vs quantile normalization without it)", "cpe_relpos_warmup", "cpe_relpos_quantile", "a_better"),
+    ("CPE and RelPos conflict: RelPos (+abs) without CPE beats RelPos with CPE", "relpos_abs", "cpe_relpos_quantile",
+     "a_better"),
+)
+
+
+def read_diagnostics(path: Path) -> dict[int, dict[str, Any]]:
+    """Lines of a diagnostics.jsonl by step (a resumed run's repeated step: the last line wins); {} if absent."""
+    if not path.is_file():
+        return {}
+    out: dict[int, dict[str, Any]] = {}
+    lines = path.read_text().splitlines()
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            if n == len(lines):
+                continue  # a line cut short by a crash
+            raise ValueError(f"{path}: line {n} is not JSON") from None
+        out[int(rec["step"])] = rec
+    return out
+
+
+def point_summary(rec: dict[str, Any]) -> dict[str, Any]:
+    """One diagnostics line -> {relpos: "none" | "off" | "on", gate_mean, contrib_ratio, grad_ratio_*}."""
+    modules = rec.get("modules", {})
+    active = [m for m in modules.values() if "gate_mean" in m]
+    groups = rec.get("groups", {})
+    out: dict[str, Any] = {"step": rec["step"], "relpos": "on" if active else ("off" if modules else "none")}
+    out["gate_mean"] = statistics.mean(m["gate_mean"] for m in active) if active else None
+    out["contrib_ratio"] = statistics.mean(m["contrib_ratio"] for m in active) if active else None
+    for g in ("relpos", "cpe"):
+        out[f"grad_ratio_{g}"] = groups[g]["ratio"] if g in groups else None
+    return out
+
+
+def diagnostics_points(lines: dict[int, dict[str, Any]], epoch: int) -> dict[str, dict[str, Any] | None]:
+    """{"init": step 1, "ep 1": epoch 1's last line, "ep <epoch>": that epoch's last line}; None where missing."""
+    def last_of(e: int) -> dict[str, Any] | None:
+        steps = [s for s, rec in lines.items() if int(rec.get("epoch", 0)) == e]
+        return point_summary(lines[max(steps)]) if steps else None
+
+    points: dict[str, dict[str, Any] | None] = {"init": point_summary(lines[1]) if 1 in lines else None}
+    for e in dict.fromkeys((1, epoch)):
+        if e > 0:
+            points[f"ep {e}"] = last_of(e)
+    return points
+
+
+def _mean_std(xs: list[float]) -> tuple[float | None, float | None]:
+    if not xs:
+        return None, None
+    return statistics.mean(xs), (statistics.stdev(xs) if len(xs) > 1 else 0.0)
+
+
+def _pm(xs: list[float], spec: str) -> str:
+    mean, std = _mean_std(xs)
+    return "–" if mean is None else f"{format(mean, spec)} ± {format(std, spec.lstrip('+'))}"
+
+
+def diagnostics_rows(runs: list[dict[str, Any]], epoch: int) -> list[dict[str, Any]]:
+    """Per run and point, the summary (for results.csv-like output): config, seed, point, relpos, keys."""
+    rows = []
+    for r in runs:
+        if r.get("dir") is None:
+            continue
+        points = diagnostics_points(read_diagnostics(Path(r["dir"]) / "diagnostics.jsonl"), epoch)
+        for label, p in points.items():
+            if p is not None:
+                rows.append({"config": r["stem"], "seed": r.get("seed"), "point": label, **p})
+    return rows
+
+
+def diagnostics_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """Markdown section: configs that have RelPos modules, mean ± std over seeds per point."""
+    stems = [c for c in dict.fromkeys(r["config"] for r in rows) if any(x["config"] == c and x["relpos"] != "none" for x in rows)]
+    if not stems:
+        return []
+    lines = ["", "## RelPos diagnostics (mean ± std over seeds)", "",
+             "At init (the first step's forward and gradients), at the last step of epoch 1 and of the criterion epoch. "
+             "Gate mean and contribution ratio std(ramp·scale·gate·pos)/std(feat) are averaged over the RelPos modules "
+             "(one per stage and curve order); grad/param is the gradient norm over the parameter norm of the group, "
+             "before clipping. \"off\": RelPos switched off (warm-up) at that point.", "",
+             "| config | point | RelPos | " + " | ".join(DIAG_LABELS[k] for k in DIAG_KEYS) + " |",
+             "|---|---|---|" + "---|" * len(DIAG_KEYS)]
+    for stem in stems:
+        mine = [x for x in rows if x["config"] == stem]
+        for point in dict.fromkeys(x["point"] for x in mine):
+            at = [x for x in mine if x["point"] == point]
+            state = "/".join(sorted({x["relpos"] for x in at}))
+            cells = [_pm([x[k] for x in at if x[k] is not None], ".3g" if k != "gate_mean" else ".3f") for k in DIAG_KEYS]
+            lines.append(f"| `{stem}` | {point} | {state} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def claim_lines(rows: list[dict[str, Any]], epoch: int, accept: float) -> list[str]:
+    """Markdown section: each claim whose configs were run, seed by seed on the criterion-epoch loss."""
+    by = {(r["config"], r["seed"]): r for r in rows}
+    configs = {r["config"] for r in rows}
+    lines = ["", f"## The design notes' claims, seed by seed (train loss at epoch {epoch})", "",
+             "Differences are paired by seed (A − B); \"holds\" needs every seed to agree, \"does not hold\" every seed "
+             "to disagree, otherwise \"not shown\". Best val mIoU is given beside the loss; the claims are about "
+             "the loss.", "",
+             "| claim | A | B | seeds agreeing | loss A − B (or ratio) | best val mIoU A − B | verdict |",
+             "|---|---|---|---|---|---|---|"]
+    shown = False
+    for text, a, b, kind in CLAIMS:
+        if a not in configs or (b is not None and b not in configs):
+            continue
+        seeds = sorted({r["seed"] for r in rows if r["config"] == a})
+        agree, deltas, mdeltas = [], [], []
+        for s in seeds:
+            ra, rb = by.get((a, s)), by.get((b, s)) if b else None
+            if ra is None or ra["loss_at_epoch"] is None:
+                continue
+            if kind == "ratio_accept":
+                if ra["loss_ratio"] is None:
+                    continue
+                deltas.append(ra["loss_ratio"])
+                agree.append(ra["loss_ratio"] <= accept)
+                continue
+            if rb is None or rb["loss_at_epoch"] is None:
+                continue
+            d = ra["loss_at_epoch"] - rb["loss_at_epoch"]
+            deltas.append(d)
+            agree.append(d > 0 if kind == "a_slower" else d < 0)
+            if ra["best_val_miou"] is not None and rb["best_val_miou"] is not None:
+                mdeltas.append(ra["best_val_miou"] - rb["best_val_miou"])
+        if not agree:
+            continue
+        shown = True
+        k, n = sum(agree), len(agree)
+        verdict = "**holds**" if k == n else "**does not hold**" if k == 0 else "not shown"
+        delta = (f"ratio {_pm(deltas, '.3f')}" if kind == "ratio_accept" else f"{_pm(deltas, '+.4f')}")
+        lines.append(f"| {text} | `{a}` | {f'`{b}`' if b else 'ratio to baseline'} | {k}/{n} | {delta} | "
+                     f"{_pm(mdeltas, '+.4f')} | {verdict} |")
+    return lines if shown else []

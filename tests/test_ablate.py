@@ -203,3 +203,17 @@ def test_ablate_seeds_in_parallel_and_resume(tmp_path_factory):
     assert again.returncode == 0 and again.stdout.count("finished (1 epochs), skipped") == 4
     bad = subprocess.run(cmd + ["seed=3"], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert bad.returncode == 2 and "drop seed=" in bad.stderr
+
+
+def test_runs_not_started_have_no_time():
+    """A run not started yet has no train time (it used to count as 0 s and pull the mean down)."""
+    ten = [3.0 - 0.2 * i for i in range(10)]
+    runs = [_seed_run("cpe", 0, ten), _seed_run("cpe", 1, ten)]
+    for r, t in zip(runs, (100.0, 120.0)):
+        for x in r["records"]:
+            x["epoch_s"] = t / 10
+    runs.append({**_seed_run("cpe", 2, []), "status": "not run"})
+    rows, _, _ = ablate.summarize_seeds(runs, "cpe")
+    assert rows[2]["train_time_s"] is None
+    agg = ablate.aggregate(rows)[0]
+    assert agg["train_time_s_mean"] == pytest.approx(110.0) and agg["train_time_s_std"] == pytest.approx(14.1421356)

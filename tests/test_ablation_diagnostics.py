@@ -110,3 +110,13 @@ def test_seed_tables_write_diagnostics_and_claims(tmp_path):
     assert md.index("## RelPos diagnostics") < md.index("## The design notes' claims") < md.index("## Every run")
     diag = list(csv.DictReader((tmp_path / "diagnostics.csv").open()))
     assert len(diag) == 12 and {d["point"] for d in diag} == {"init", "ep 1", "ep 10"}
+
+
+def test_plot_diagnostics(tmp_path):
+    from pointmamba.cli.ablation_diagnostics import plot_diagnostics
+
+    _write(tmp_path / "r" / "diagnostics.jsonl", [_line(1, 1), _line(2, 1), _line(4, 2, 0.1, 0.01, 1e-3)])
+    _write(tmp_path / "c" / "diagnostics.jsonl", [_line(1, 1, modules=0)])
+    runs = [{"stem": "warm", "seed": 0, "dir": tmp_path / "r"}, {"stem": "cpe", "seed": 0, "dir": tmp_path / "c"}]
+    assert plot_diagnostics(runs, tmp_path / "d.png") and (tmp_path / "d.png").stat().st_size > 10_000
+    assert not plot_diagnostics(runs[1:], tmp_path / "none.png") and not (tmp_path / "none.png").exists()

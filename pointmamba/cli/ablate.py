@@ -39,7 +39,7 @@ from typing import Any
 
 from ..config import flatten
 from ._common import run_main
-from .ablation_diagnostics import claim_lines, diagnostics_lines, diagnostics_rows
+from .ablation_diagnostics import claim_lines, diagnostics_lines, diagnostics_rows, plot_diagnostics
 
 TRAIN_MODULE = "pointmamba.cli.train"  # run as python -m, from this package
 CRITERION_EPOCH = 10
@@ -238,7 +238,7 @@ def summarize(runs: list[dict[str, Any]], baseline: str | None,
             "final_val_miou": miou[-1][1] if miou else None,
             "best_val_miou": best[1],
             "best_epoch": best[0],
-            "train_time_s": sum(float(x.get("epoch_s", 0.0)) for x in recs),
+            "train_time_s": sum(float(x.get("epoch_s", 0.0)) for x in recs) if recs else None,  # not run: no time
         })
     return rows, meta
 
@@ -534,6 +534,8 @@ def main() -> None:
         plot_seed_curves(runs, meta, out / "curves.png")
         written = ["results.md", "summary.csv", "results.csv", "epochs.csv", "curves.png"]
         written += ["diagnostics.csv"] if (out / "diagnostics.csv").is_file() else []
+        if plot_diagnostics(runs, out / "diagnostics.png"):
+            written.append("diagnostics.png")
     print((out / "results.md").read_text())
     print("[ablate] wrote " + ", ".join(str(out / w) for w in written))
     failed = [r["name"] for r in runs if r["status"].startswith("failed")]

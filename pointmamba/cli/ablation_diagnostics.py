@@ -162,3 +162,49 @@ def claim_lines(rows: list[dict[str, Any]], epoch: int, accept: float) -> list[s
         lines.append(f"| {text} | `{a}` | {f'`{b}`' if b else 'ratio to baseline'} | {k}/{n} | {delta} | "
                      f"{_pm(mdeltas, '+.4f')} | {verdict} |")
     return lines if shown else []
+
+
+def plot_diagnostics(runs: list[dict[str, Any]], path: Path) -> bool:
+    """Gate mean, contribution ratio and RelPos grad/param at every epoch's end (mean over seeds, band min-max)
+    for the configs with RelPos modules; False (nothing written) when no run has them."""
+    series: dict[str, dict[str, dict[int, list[float]]]] = {}
+    for r in runs:
+        if r.get("dir") is None:
+            continue
+        lines = read_diagnostics(Path(r["dir"]) / "diagnostics.jsonl")
+        epochs = sorted({int(rec.get("epoch", 0)) for rec in lines.values()})
+        for e in [0] + epochs:  # 0: the first step (init)
+            p = diagnostics_points(lines, e).get("init" if e == 0 else f"ep {e}")
+            if p is None or p["relpos"] == "none":
+                continue
+            for key in ("gate_mean", "contrib_ratio", "grad_ratio_relpos"):
+                if p[key] is not None:
+                    series.setdefault(r["stem"], {}).setdefault(key, {}).setdefault(e, []).append(p[key])
+    if not series:
+        return False
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    keys = ("gate_mean", "contrib_ratio", "grad_ratio_relpos")
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+    for stem, by_key in series.items():
+        for ax, key in zip(axes, keys):
+            by = by_key.get(key)
+            if not by:
+                continue
+            ep = sorted(by)
+            line, = ax.plot(ep, [statistics.mean(by[k]) for k in ep], marker=".", label=stem)
+            ax.fill_between(ep, [min(by[k]) for k in ep], [max(by[k]) for k in ep], color=line.get_color(), alpha=0.15)
+    for ax, key in zip(axes, keys):
+        ax.set(xlabel="epoch (0: init)", title=DIAG_LABELS[key])
+        ax.grid(alpha=0.3)
+        if key != "gate_mean":
+            ax.set_yscale("log")
+    axes[0].legend(fontsize=7)
+    fig.suptitle("RelPos diagnostics at init and each epoch's end (mean over seeds, band min-max)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True

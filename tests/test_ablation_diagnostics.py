@@ -77,16 +77,19 @@ def _rows(losses_by_config, miou=0.3):
 def test_claims_hold_fail_or_are_not_shown():
     rows, meta = _rows({"cpe": [1.0, 1.1, 0.9], "cpe_relpos_naive": [1.2, 1.3, 1.0],
                         "cpe_relpos_fixed": [1.05, 1.3, 0.95], "cpe_relpos_quantile": [1.0, 1.35, 0.9],
-                        "cpe_relpos_warmup": [1.1, 1.4, 1.0]})
+                        "cpe_relpos_warmup": [1.1, 1.4, 1.0], "relpos_abs": [0.99, 1.2, 0.89]})
     md = "\n".join(claim_lines(rows, meta["epoch"], ablate.ACCEPT))
     assert "| naive init converges slower than CPE | `cpe_relpos_naive` | `cpe` | 3/3 | +0.1667 ± 0.0577 |" in md
-    assert "3/3 | +0.1667 ± 0.0577 | +0.0000 ± 0.0000 | **holds** |" in md
+    assert "3/3 | +0.1667 ± 0.0577 | +0.0000 ± 0.0000 | **holds** (t = 5.00, df 2) |" in md
     # fixed: ratios 1.05, 1.18, 1.056: seed 1 above 1.1
-    assert "| `cpe_relpos_fixed` | ratio to baseline | 2/3 | ratio 1.096 ± 0.075 | – | not shown |" in md
+    assert "| `cpe_relpos_fixed` | ratio to baseline | 2/3 | ratio 1.096 ± 0.075 | – | not shown (seeds disagree) (t = -0.10, df 2) |" in md
     assert "quantile normalization helps" in md and "| 2/3 |" in md
     assert "warm-up helps (vs quantile normalization without it) | `cpe_relpos_warmup` | `cpe_relpos_quantile` | 0/3" in md
-    assert "**does not hold**" in md
-    assert "CPE and RelPos conflict" not in md  # relpos_abs not run: claim left out
+    assert "| 0/3 | +0.0833 ± 0.0289 | +0.0000 ± 0.0000 | **does not hold** (t = 5.00, df 2) |" in md
+    # every seed agrees, but the differences are small against their spread: not called a result
+    assert "| 3/3 | -0.0567 ± 0.0808 | +0.0000 ± 0.0000 | same direction in every seed, not significant (t = -1.21" in md
+    rows, meta = _rows({"cpe": [1.0, 1.1], "cpe_relpos_naive": [1.2, 1.3]})
+    assert "CPE and RelPos conflict" not in "\n".join(claim_lines(rows, meta["epoch"], ablate.ACCEPT))  # not run
 
 
 def test_seed_tables_write_diagnostics_and_claims(tmp_path):
@@ -106,7 +109,7 @@ def test_seed_tables_write_diagnostics_and_claims(tmp_path):
     ablate.write_seed_tables(rows, ablate.aggregate(rows), meta, runs, tmp_path, notes)
     md = (tmp_path / "results.md").read_text()
     assert "| `cpe_relpos_naive` | ep 10 | on | 0.300 ± 0.000 | 0.03 ± 0 | 0.0001 ± 0 | 0.5 ± 0 |" in md
-    assert "| naive init converges slower than CPE | `cpe_relpos_naive` | `cpe` | 2/2 |" in md
+    assert "| naive init converges slower than CPE | `cpe_relpos_naive` | `cpe` | 2/2 |" in md  # t undefined: zero spread
     assert md.index("## RelPos diagnostics") < md.index("## The design notes' claims") < md.index("## Every run")
     diag = list(csv.DictReader((tmp_path / "diagnostics.csv").open()))
     assert len(diag) == 12 and {d["point"] for d in diag} == {"init", "ep 1", "ep 10"}

@@ -29,6 +29,18 @@ CLAIMS: tuple[tuple[str, str, str | None, str], ...] = (
 )
 
 
+T_95 = (6.314, 2.920, 2.353, 2.132, 2.015, 1.943, 1.895, 1.860, 1.833, 1.812)
+"""One-sided 95 % quantile of Student's t for 1..10 degrees of freedom (paired differences over seeds)."""
+
+
+def t_stat(xs: list[float], centre: float = 0.0) -> float | None:
+    """Paired t statistic of ``xs`` against ``centre`` (None with fewer than 2 values or zero spread)."""
+    if len(xs) < 2:
+        return None
+    sd = statistics.stdev(xs)
+    return None if sd == 0 else (statistics.mean(xs) - centre) / (sd / len(xs) ** 0.5)
+
+
 def read_diagnostics(path: Path) -> dict[int, dict[str, Any]]:
     """Lines of a diagnostics.jsonl by step (a resumed run's repeated step: the last line wins); {} if absent."""
     if not path.is_file():
@@ -125,9 +137,10 @@ def claim_lines(rows: list[dict[str, Any]], epoch: int, accept: float) -> list[s
     by = {(r["config"], r["seed"]): r for r in rows}
     configs = {r["config"] for r in rows}
     lines = ["", f"## The design notes' claims, seed by seed (train loss at epoch {epoch})", "",
-             "Differences are paired by seed (A − B); \"holds\" needs every seed to agree, \"does not hold\" every seed "
-             "to disagree, otherwise \"not shown\". Best val mIoU is given beside the loss; the claims are about "
-             "the loss.", "",
+             "Differences are paired by seed (A − B). \"holds\" needs every seed to agree and a one-sided paired t-test "
+             "at 95 % (for the 1.1× bound: the mean ratio's upper 95 % limit under 1.1); \"does not hold\" the same "
+             "against the claim. With 3 seeds, all three agreeing happens by chance 1 time in 8. Best val mIoU is "
+             "given beside the loss; the claims are about the loss.", "",
              "| claim | A | B | seeds agreeing | loss A − B (or ratio) | best val mIoU A − B | verdict |",
              "|---|---|---|---|---|---|---|"]
     shown = False
@@ -157,7 +170,19 @@ def claim_lines(rows: list[dict[str, Any]], epoch: int, accept: float) -> list[s
             continue
         shown = True
         k, n = sum(agree), len(agree)
-        verdict = "**holds**" if k == n else "**does not hold**" if k == 0 else "not shown"
+        if kind == "ratio_accept":  # the claim is a bound: does the mean's upper 95 % limit stay under it?
+            t = t_stat(deltas, accept)
+            sig = t is not None and n - 1 <= len(T_95) and -t >= T_95[n - 2]
+        else:
+            t = t_stat(deltas)
+            sig = t is not None and n - 1 <= len(T_95) and abs(t) >= T_95[n - 2]
+        if k == n:
+            verdict = "**holds**" if sig else "same direction in every seed, not significant"
+        elif k == 0:
+            verdict = "**does not hold**" if sig else "opposite direction in every seed, not significant"
+        else:
+            verdict = "not shown (seeds disagree)"
+        verdict += "" if t is None else f" (t = {t:.2f}, df {n - 1})"
         delta = (f"ratio {_pm(deltas, '.3f')}" if kind == "ratio_accept" else f"{_pm(deltas, '+.4f')}")
         lines.append(f"| {text} | `{a}` | {f'`{b}`' if b else 'ratio to baseline'} | {k}/{n} | {delta} | "
                      f"{_pm(mdeltas, '+.4f')} | {verdict} |")

@@ -217,3 +217,16 @@ def test_runs_not_started_have_no_time():
     assert rows[2]["train_time_s"] is None
     agg = ablate.aggregate(rows)[0]
     assert agg["train_time_s_mean"] == pytest.approx(110.0) and agg["train_time_s_std"] == pytest.approx(14.1421356)
+
+
+def test_one_run_has_no_spread_and_runs_not_started_reach_nothing(tmp_path):
+    ten = [3.0 - 0.2 * i for i in range(10)]
+    runs = [_seed_run("cpe", 0, ten), _seed_run("cpe", 1, ten), _seed_run("x", 0, [v * 1.1 for v in ten]),
+            {**_seed_run("x", 1, []), "status": "not run"}]
+    rows, meta, notes = ablate.summarize_seeds(runs, "cpe")
+    assert [r["epochs_to_baseline_loss"] for r in rows] == [10, 10, "not reached", None]
+    agg = ablate.aggregate(rows)
+    assert agg[1]["loss_at_epoch_mean"] == pytest.approx(1.32) and agg[1]["loss_at_epoch_std"] is None
+    ablate.write_seed_tables(rows, agg, meta, runs, tmp_path, notes)
+    md = (tmp_path / "results.md").read_text()
+    assert "| `x` | 1/2 | 1.3200 (one run) | 1.100 (one run) |" in md and "| not reached – |" in md

@@ -224,7 +224,7 @@ def summarize(runs: list[dict[str, Any]], baseline: str | None,
         else:
             verdict = "needs adjustment"
         reach = None
-        if base_loss is not None:
+        if base_loss is not None and recs:
             reach = next((x["epoch"] for x in recs if float(x["train_loss"]) <= base_loss), None)
         rows.append({
             "config": r["stem"],
@@ -234,7 +234,7 @@ def summarize(runs: list[dict[str, Any]], baseline: str | None,
             "loss_at_epoch": loss,
             "loss_ratio": ratio,
             "verdict": verdict,
-            "epochs_to_baseline_loss": reach if reach is not None else (None if base_loss is None else "not reached"),
+            "epochs_to_baseline_loss": reach if reach is not None else (None if base_loss is None or not recs else "not reached"),
             "final_val_miou": miou[-1][1] if miou else None,
             "best_val_miou": best[1],
             "best_epoch": best[0],
@@ -344,7 +344,7 @@ def _mean_std(values: list[Any]) -> tuple[float | None, float | None, int]:
     xs = [float(v) for v in values if isinstance(v, (int, float)) and not isinstance(v, bool) and v is not None]
     if not xs:
         return None, None, 0
-    return statistics.mean(xs), (statistics.stdev(xs) if len(xs) > 1 else 0.0), len(xs)
+    return statistics.mean(xs), (statistics.stdev(xs) if len(xs) > 1 else None), len(xs)  # one value: no spread
 
 
 AGGREGATED = ("loss_at_epoch", "loss_ratio", "final_train_loss", "best_val_miou", "final_val_miou", "train_time_s")
@@ -373,7 +373,9 @@ def aggregate(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _pm(row: dict[str, Any], key: str, spec: str = ".4f") -> str:
     mean, std = row[f"{key}_mean"], row[f"{key}_std"]
-    return "–" if mean is None else f"{format(mean, spec)} ± {format(std, spec)}"
+    if mean is None:
+        return "–"
+    return f"{format(mean, spec)} (one run)" if std is None else f"{format(mean, spec)} ± {format(std, spec)}"
 
 
 def write_seed_tables(rows: list[dict[str, Any]], agg: list[dict[str, Any]], meta: dict[str, Any],

@@ -89,12 +89,14 @@ def diagnostics_points(lines: dict[int, dict[str, Any]], epoch: int) -> dict[str
 def _mean_std(xs: list[float]) -> tuple[float | None, float | None]:
     if not xs:
         return None, None
-    return statistics.mean(xs), (statistics.stdev(xs) if len(xs) > 1 else 0.0)
+    return statistics.mean(xs), (statistics.stdev(xs) if len(xs) > 1 else None)
 
 
 def _pm(xs: list[float], spec: str) -> str:
     mean, std = _mean_std(xs)
-    return "–" if mean is None else f"{format(mean, spec)} ± {format(std, spec.lstrip('+'))}"
+    if mean is None:
+        return "–"
+    return f"{format(mean, spec)} (one run)" if std is None else f"{format(mean, spec)} ± {format(std, spec.lstrip('+'))}"
 
 
 def diagnostics_rows(runs: list[dict[str, Any]], epoch: int) -> list[dict[str, Any]]:

@@ -39,7 +39,7 @@ from typing import Any
 
 from ..config import flatten
 from ._common import run_main
-from .ablation_diagnostics import claim_lines, diagnostics_lines, diagnostics_rows, plot_diagnostics
+from .ablation_diagnostics import claim_lines, diagnostics_lines, diagnostics_rows, line_style, plot_diagnostics
 
 TRAIN_MODULE = "pointmamba.cli.train"  # run as python -m, from this package
 CRITERION_EPOCH = 10
@@ -443,29 +443,41 @@ def write_seed_tables(rows: list[dict[str, Any]], agg: list[dict[str, Any]], met
 
 
 def plot_seed_curves(runs: list[dict[str, Any]], meta: dict[str, Any], path: Path) -> None:
-    """Per config: mean over seeds per epoch (over the seeds that reached it), band from min to max."""
+    """Per config: mean over seeds per epoch (over the seeds that reached it), band from min to max, of the
+    train loss, the train loss divided by the same seed's baseline loss at that epoch, and val mIoU."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (ax_loss, ax_miou) = plt.subplots(1, 2, figsize=(12, 4.5))
-    for stem in dict.fromkeys(r["stem"] for r in runs):
-        recs = [x for r in runs if r["stem"] == stem for x in r["records"]]
-        style = {"linewidth": 2.5, "color": "black"} if stem == meta["baseline"] else {}
-        for ax, key in ((ax_loss, "train_loss"), (ax_miou, "val_miou")):
+    base = {(r["seed"], int(x["epoch"])): float(x["train_loss"])
+            for r in runs if r["stem"] == meta["baseline"] for x in r["records"]}
+    fig, (ax_loss, ax_ratio, ax_miou) = plt.subplots(1, 3, figsize=(18, 4.8))
+    for i, stem in enumerate(dict.fromkeys(r["stem"] for r in runs)):
+        mine = [r for r in runs if r["stem"] == stem]
+        style = {"linewidth": 2.5, "color": "black"} if stem == meta["baseline"] else line_style(i)
+        panels = (
+            (ax_loss, [(int(x["epoch"]), float(x["train_loss"])) for r in mine for x in r["records"]]),
+            (ax_ratio, [(int(x["epoch"]), float(x["train_loss"]) / base[(r["seed"], int(x["epoch"]))])
+                        for r in mine for x in r["records"] if (r["seed"], int(x["epoch"])) in base]),
+            (ax_miou, [(int(x["epoch"]), float(x["val_miou"])) for r in mine for x in r["records"]
+                       if x.get("val_miou") is not None]),
+        )
+        for ax, points in panels:
             by: dict[int, list[float]] = {}
-            for x in recs:
-                if x.get(key) is not None:
-                    by.setdefault(int(x["epoch"]), []).append(float(x[key]))
+            for e, v in points:
+                by.setdefault(e, []).append(v)
             if not by:
                 continue
             ep = sorted(by)
             line, = ax.plot(ep, [statistics.mean(by[k]) for k in ep], marker=".", label=stem, **style)
-            ax.fill_between(ep, [min(by[k]) for k in ep], [max(by[k]) for k in ep], color=line.get_color(), alpha=0.15)
+            ax.fill_between(ep, [min(by[k]) for k in ep], [max(by[k]) for k in ep], color=line.get_color(), alpha=0.12)
     ax_loss.set(xlabel="epoch", ylabel="train loss", title="train loss (mean over seeds, band min-max)")
+    ax_ratio.set(xlabel="epoch", ylabel=f"train loss / {meta['baseline']}'s (same seed, same epoch)",
+                 title=f"train loss relative to {meta['baseline']}")
+    ax_ratio.axhline(ACCEPT, color="grey", linestyle=":", label=f"{ACCEPT}x")
     ax_miou.set(xlabel="epoch", ylabel="val mIoU", title="val mIoU (mean over seeds, band min-max)")
-    for ax in (ax_loss, ax_miou):
+    for ax in (ax_loss, ax_ratio, ax_miou):
         ax.grid(alpha=0.3)
         if ax.lines:
             ax.legend(fontsize=7)

@@ -41,6 +41,14 @@ def t_stat(xs: list[float], centre: float = 0.0) -> float | None:
     return None if sd == 0 else (statistics.mean(xs) - centre) / (sd / len(xs) ** 0.5)
 
 
+def line_style(i: int) -> dict[str, Any]:
+    """Colour and dash of the i-th config's line: 20 colours, then dashed, so a dozen configs stay apart."""
+    import matplotlib
+
+    colors = matplotlib.colormaps["tab20"].colors
+    return {"color": colors[(2 * i) % 20 + (2 * i) // 20 % 2], "linestyle": "-" if i < 10 else "--"}
+
+
 def read_diagnostics(path: Path) -> dict[int, dict[str, Any]]:
     """Lines of a diagnostics.jsonl by step (a resumed run's repeated step: the last line wins); {} if absent."""
     if not path.is_file():
@@ -216,13 +224,13 @@ def plot_diagnostics(runs: list[dict[str, Any]], path: Path) -> bool:
 
     keys = ("gate_mean", "contrib_ratio", "grad_ratio_relpos")
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
-    for stem, by_key in series.items():
+    for i, (stem, by_key) in enumerate(series.items()):
         for ax, key in zip(axes, keys):
             by = by_key.get(key)
             if not by:
                 continue
             ep = sorted(by)
-            line, = ax.plot(ep, [statistics.mean(by[k]) for k in ep], marker=".", label=stem)
+            line, = ax.plot(ep, [statistics.mean(by[k]) for k in ep], marker=".", label=stem, **line_style(i))
             ax.fill_between(ep, [min(by[k]) for k in ep], [max(by[k]) for k in ep], color=line.get_color(), alpha=0.15)
     for ax, key in zip(axes, keys):
         ax.set(xlabel="epoch (0: init)", title=DIAG_LABELS[key])

@@ -25,6 +25,14 @@ def _one_thread():
     torch.set_num_threads(previous)
 
 
+def _tiny_overrides(root, epochs):
+    """Every run's --set for the tiny synthetic ablations: two train scans, one val jaw, one step per epoch."""
+    return TINY_MODEL + [f"data.root={root}", "data.train_names=[SYN00000, SYN00001]",
+                         "data.val_names=[SYN00002_upper]", "data.grid_size=0.8", "data.max_points=600",
+                         f"data.cache_dir={root / '.cache'}", f"train.epochs={epochs}", "train.batch_size=1",
+                         "train.max_steps_per_epoch=1", "train.progress=false"]
+
+
 def _records(losses, miou=None):
     return [{"epoch": i + 1, "train_loss": v, **({"val_miou": miou[i]} if miou else {})} for i, v in enumerate(losses)]
 
@@ -102,10 +110,7 @@ def test_ablate_two_tiny_configs(tmp_path_factory):
     (tmp / "cpe.yaml").write_text("model:\n  position: cpe\n")
     (tmp / "relpos.yaml").write_text("model:\n  position: cpe+relpos\n  relpos:\n    preset: fixed\n")
     out = tmp / "out"
-    overrides = TINY_MODEL + [f"data.root={root}", "data.train_names=[SYN00000, SYN00001]",
-                              "data.val_names=[SYN00002_upper]", "data.grid_size=0.8", "data.max_points=600",
-                              f"data.cache_dir={root / '.cache'}", "train.epochs=2", "train.batch_size=1",
-                              "train.max_steps_per_epoch=1", "train.progress=false"]
+    overrides = _tiny_overrides(root, epochs=2)
 
     class Interrupt(Hook):
         def after_epoch(self, trainer: Trainer) -> None:
@@ -185,10 +190,7 @@ def test_ablate_seeds_in_parallel_and_resume(tmp_path_factory):
     (tmp / "cpe.yaml").write_text("model:\n  position: cpe\n")
     (tmp / "logical.yaml").write_text("model:\n  position: logical\n")
     out = tmp / "out"
-    overrides = TINY_MODEL + [f"data.root={root}", "data.train_names=[SYN00000, SYN00001]",
-                              "data.val_names=[SYN00002_upper]", "data.grid_size=0.8", "data.max_points=600",
-                              f"data.cache_dir={root / '.cache'}", "train.epochs=1", "train.batch_size=1",
-                              "train.max_steps_per_epoch=1", "train.progress=false"]
+    overrides = _tiny_overrides(root, epochs=1)
     cmd = [sys.executable, str(ROOT / "tools" / "ablate.py"), str(tmp / "cpe.yaml"), str(tmp / "logical.yaml"),
            "--out", str(out), "--seeds", "0", "1", "--jobs", "2", "--set", *overrides]
     res = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=600)

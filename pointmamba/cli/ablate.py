@@ -40,6 +40,7 @@ from typing import Any
 from ..config import flatten
 from ._common import run_main
 from .ablation_diagnostics import claim_lines, diagnostics_lines, diagnostics_rows, line_style, plot_diagnostics
+from .ablation_table import format_pm, mean_std, read_jsonl, write_csv
 
 TRAIN_MODULE = "pointmamba.cli.train"  # run as python -m, from this package
 CRITERION_EPOCH = 10
@@ -73,20 +74,7 @@ def expand_configs(items: list[str]) -> list[Path]:
 
 def read_metrics(path: Path) -> list[dict[str, Any]]:
     """Epoch records of a metrics.jsonl (last record per epoch wins), sorted by epoch; [] if absent."""
-    if not path.is_file():
-        return []
-    by_epoch: dict[int, dict[str, Any]] = {}
-    lines = path.read_text().splitlines()
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError:
-            if n == len(lines):
-                continue  # a line cut short by a crash
-            raise ValueError(f"{path}: line {n} is not JSON") from None
-        by_epoch[int(rec["epoch"])] = rec
+    by_epoch = {int(rec["epoch"]): rec for rec in read_jsonl(path)}
     return [by_epoch[e] for e in sorted(by_epoch)]
 
 
@@ -177,6 +165,13 @@ def run_all(plans: list[dict[str, Any]], python: str, jobs: int = 1) -> list[dic
 
 
 # ---------------------------------------------------------------------------------------------- analysis
+def verdict(ratio: float | None) -> str:
+    """The criterion's word for a loss ratio to the baseline."""
+    if ratio is None:
+        return "–"
+    return "acceptable" if ratio <= ACCEPT else "borderline" if ratio <= ADJUST else "needs adjustment"
+
+
 def _loss_at(records: list[dict[str, Any]], epoch: int) -> float | None:
     for r in records:
         if r["epoch"] == epoch:
@@ -215,14 +210,6 @@ def summarize(runs: list[dict[str, Any]], baseline: str | None,
         best = max(miou, key=lambda t: t[1]) if miou else (None, None)
         loss = _loss_at(recs, crit_epoch) if crit_epoch else None
         ratio = loss / base_loss if loss is not None and base_loss else None
-        if ratio is None:
-            verdict = "–"
-        elif ratio <= ACCEPT:
-            verdict = "acceptable"
-        elif ratio <= ADJUST:
-            verdict = "borderline"
-        else:
-            verdict = "needs adjustment"
         reach = None
         if base_loss is not None and recs:
             reach = next((x["epoch"] for x in recs if float(x["train_loss"]) <= base_loss), None)
@@ -233,7 +220,7 @@ def summarize(runs: list[dict[str, Any]], baseline: str | None,
             "final_train_loss": float(recs[-1]["train_loss"]) if recs else None,
             "loss_at_epoch": loss,
             "loss_ratio": ratio,
-            "verdict": verdict,
+            "verdict": verdict(ratio),
             "epochs_to_baseline_loss": reach if reach is not None else (None if base_loss is None or not recs else "not reached"),
             "final_val_miou": miou[-1][1] if miou else None,
             "best_val_miou": best[1],
@@ -246,11 +233,7 @@ def summarize(runs: list[dict[str, Any]], baseline: str | None,
 def write_tables(rows: list[dict[str, Any]], meta: dict[str, Any], runs: list[dict[str, Any]], out: Path,
                  notes: list[str]) -> None:
     e = meta["epoch"]
-    with open(out / "results.csv", "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        w.writeheader()
-        for row in rows:
-            w.writerow({k: ("" if v is None else v) for k, v in row.items()})
+    write_csv(out / "results.csv", rows)
     with open(out / "epochs.csv", "w", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(["config", "epoch", "train_loss", "val_miou"])
@@ -340,13 +323,6 @@ def summarize_seeds(runs: list[dict[str, Any]], baseline: str | None) -> tuple[l
     return rows, meta, notes
 
 
-def _mean_std(values: list[Any]) -> tuple[float | None, float | None, int]:
-    xs = [float(v) for v in values if isinstance(v, (int, float)) and not isinstance(v, bool) and v is not None]
-    if not xs:
-        return None, None, 0
-    return statistics.mean(xs), (statistics.stdev(xs) if len(xs) > 1 else None), len(xs)  # one value: no spread
-
-
 AGGREGATED = ("loss_at_epoch", "loss_ratio", "final_train_loss", "best_val_miou", "final_val_miou", "train_time_s")
 
 
@@ -359,23 +335,18 @@ def aggregate(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         row: dict[str, Any] = {"config": config, "seeds": " ".join(str(r["seed"]) for r in mine),
                                "done": sum(r["status"] == "done" for r in mine)}
         for key in AGGREGATED:
-            mean, std, n = _mean_std([r[key] for r in mine])
+            mean, std, n = mean_std([r[key] for r in mine])
             row[f"{key}_mean"], row[f"{key}_std"] = mean, std
             if key == "loss_at_epoch":
                 row["n"] = n
-        ratio = row["loss_ratio_mean"]
-        row["verdict"] = ("–" if ratio is None else "acceptable" if ratio <= ACCEPT else
-                          "borderline" if ratio <= ADJUST else "needs adjustment")
+        row["verdict"] = verdict(row["loss_ratio_mean"])
         row["epochs_to_baseline_loss"] = " ".join(_fmt(r["epochs_to_baseline_loss"]) for r in mine)
         out.append(row)
     return out
 
 
 def _pm(row: dict[str, Any], key: str, spec: str = ".4f") -> str:
-    mean, std = row[f"{key}_mean"], row[f"{key}_std"]
-    if mean is None:
-        return "–"
-    return f"{format(mean, spec)} (one run)" if std is None else f"{format(mean, spec)} ± {format(std, spec)}"
+    return format_pm(row[f"{key}_mean"], row[f"{key}_std"], spec)
 
 
 def write_seed_tables(rows: list[dict[str, Any]], agg: list[dict[str, Any]], meta: dict[str, Any],
@@ -383,16 +354,8 @@ def write_seed_tables(rows: list[dict[str, Any]], agg: list[dict[str, Any]], met
     """``summary.csv`` (mean/std per config), ``results.csv`` and ``epochs.csv`` (per run, with its seed),
     ``diagnostics.csv`` (per run and point, when runs wrote diagnostics) and ``results.md`` (mean ± std per
     config, RelPos diagnostics, the claims, then every run)."""
-    with open(out / "summary.csv", "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(agg[0]))
-        w.writeheader()
-        for row in agg:
-            w.writerow({k: ("" if v is None else v) for k, v in row.items()})
-    with open(out / "results.csv", "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        w.writeheader()
-        for row in rows:
-            w.writerow({k: ("" if v is None else v) for k, v in row.items()})
+    write_csv(out / "summary.csv", agg)
+    write_csv(out / "results.csv", rows)
     with open(out / "epochs.csv", "w", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(["config", "seed", "epoch", "train_loss", "val_miou"])
@@ -425,11 +388,7 @@ def write_seed_tables(rows: list[dict[str, Any]], agg: list[dict[str, Any]], met
         lines.append("| " + " | ".join(cells) + " |")
     diag_rows = diagnostics_rows(runs, e)
     if diag_rows:
-        with open(out / "diagnostics.csv", "w", newline="") as fh:
-            w = csv.DictWriter(fh, fieldnames=list(diag_rows[0]))
-            w.writeheader()
-            for row in diag_rows:
-                w.writerow({k: ("" if v is None else v) for k, v in row.items()})
+        write_csv(out / "diagnostics.csv", diag_rows)
     lines += diagnostics_lines(diag_rows)
     if base is not None and e:
         lines += claim_lines(rows, e, ACCEPT)

@@ -8,10 +8,11 @@ RelPos modules, and the grad-norm/param-norm ratios of the RelPos and CPE parame
 """
 from __future__ import annotations
 
-import json
 import statistics
 from pathlib import Path
 from typing import Any
+
+from .ablation_table import format_pm, mean_std, read_jsonl
 
 DIAG_KEYS = ("gate_mean", "contrib_ratio", "grad_ratio_relpos", "grad_ratio_cpe")
 DIAG_LABELS = {"gate_mean": "gate mean", "contrib_ratio": "contribution ratio",
@@ -51,21 +52,7 @@ def line_style(i: int) -> dict[str, Any]:
 
 def read_diagnostics(path: Path) -> dict[int, dict[str, Any]]:
     """Lines of a diagnostics.jsonl by step (a resumed run's repeated step: the last line wins); {} if absent."""
-    if not path.is_file():
-        return {}
-    out: dict[int, dict[str, Any]] = {}
-    lines = path.read_text().splitlines()
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError:
-            if n == len(lines):
-                continue  # a line cut short by a crash
-            raise ValueError(f"{path}: line {n} is not JSON") from None
-        out[int(rec["step"])] = rec
-    return out
+    return {int(rec["step"]): rec for rec in read_jsonl(path)}
 
 
 def point_summary(rec: dict[str, Any]) -> dict[str, Any]:
@@ -81,30 +68,26 @@ def point_summary(rec: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def epoch_end(lines: dict[int, dict[str, Any]], epoch: int) -> dict[str, Any] | None:
+    """Summary of epoch ``epoch``'s last line (0: the first step, the model at init); None if it has none."""
+    if epoch == 0:
+        return point_summary(lines[1]) if 1 in lines else None
+    steps = [s for s, rec in lines.items() if int(rec.get("epoch", 0)) == epoch]
+    return point_summary(lines[max(steps)]) if steps else None
+
+
 def diagnostics_points(lines: dict[int, dict[str, Any]], epoch: int) -> dict[str, dict[str, Any] | None]:
     """{"init": step 1, "ep 1": epoch 1's last line, "ep <epoch>": that epoch's last line}; None where missing."""
-    def last_of(e: int) -> dict[str, Any] | None:
-        steps = [s for s, rec in lines.items() if int(rec.get("epoch", 0)) == e]
-        return point_summary(lines[max(steps)]) if steps else None
-
-    points: dict[str, dict[str, Any] | None] = {"init": point_summary(lines[1]) if 1 in lines else None}
+    points = {"init": epoch_end(lines, 0)}
     for e in dict.fromkeys((1, epoch)):
         if e > 0:
-            points[f"ep {e}"] = last_of(e)
+            points[f"ep {e}"] = epoch_end(lines, e)
     return points
 
 
-def _mean_std(xs: list[float]) -> tuple[float | None, float | None]:
-    if not xs:
-        return None, None
-    return statistics.mean(xs), (statistics.stdev(xs) if len(xs) > 1 else None)
-
-
 def _pm(xs: list[float], spec: str) -> str:
-    mean, std = _mean_std(xs)
-    if mean is None:
-        return "–"
-    return f"{format(mean, spec)} (one run)" if std is None else f"{format(mean, spec)} ± {format(std, spec.lstrip('+'))}"
+    mean, std, _ = mean_std(xs)
+    return format_pm(mean, std, spec)
 
 
 def diagnostics_rows(runs: list[dict[str, Any]], epoch: int) -> list[dict[str, Any]]:
@@ -209,7 +192,7 @@ def plot_diagnostics(runs: list[dict[str, Any]], path: Path) -> bool:
         lines = read_diagnostics(Path(r["dir"]) / "diagnostics.jsonl")
         epochs = sorted({int(rec.get("epoch", 0)) for rec in lines.values()})
         for e in [0] + epochs:  # 0: the first step (init)
-            p = diagnostics_points(lines, e).get("init" if e == 0 else f"ep {e}")
+            p = epoch_end(lines, e)
             if p is None or p["relpos"] == "none":
                 continue
             for key in ("gate_mean", "contrib_ratio", "grad_ratio_relpos"):

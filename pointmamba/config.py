@@ -14,7 +14,9 @@ from typing import Any, Iterable
 import yaml
 
 DATA_DEFAULTS: dict[str, Any] = {
-    "root": "data/synthetic",  # Teeth3DS-layout directory (<ID>/<ID>_<jaw>.obj + .json)
+    # Teeth3DS-layout directory (<ID>/<ID>_<jaw>.obj + .json), or a list of them (scan names unique
+    # across them; split files live in the first unless split_dir says otherwise)
+    "root": "data/synthetic",
     "synthetic_count": 0,  # > 0: generate this many synthetic patients into `root` if it has no scans
     "synthetic_vertices": 12000,  # vertices per generated jaw
     "split_dir": None,  # where train.txt/val.txt/test.txt live (default: root)
@@ -24,6 +26,7 @@ DATA_DEFAULTS: dict[str, Any] = {
     "train_names": None,  # ... or an explicit list of scan names (<ID>_<jaw> or <ID>), overriding the split file
     "val_names": None,
     "test_names": None,
+    "train_exclude": None,  # names (<ID>_<jaw> or <ID>) left out of the training set, e.g. the val patients
     "num_classes": 17,  # 17 (per jaw, lower shifted by -20) or 33 (both jaws)
     "jaw": None,  # "upper", "lower" or None for both
     "grid_size": 0.2,  # mm; voxel size of grid sampling and of the network's first grid
@@ -35,6 +38,14 @@ DATA_DEFAULTS: dict[str, Any] = {
     "jaw_feature": False,  # add a 7th input channel: +1 upper, -1 lower jaw (model.in_channels must be 7)
     "cache_dir": None,  # preprocessing cache (default: $POINTMAMBA_CACHE or ~/.cache/pointmamba)
     "num_workers": 0,  # DataLoader workers
+    # roots whose labels are positions along the arch, not tooth identities (where teeth are missing, the
+    # numbers behind the gap are shifted): their arches that miss a tooth weigh position_label_weight in
+    # the loss, and only their complete arches get missing-tooth augmentation
+    "position_label_roots": [],
+    "position_label_weight": 1.0,
+    # missing-tooth augmentation (pointmamba/data/missing_teeth.py): false (off), true (its defaults) or a
+    # mapping with its keys; training only, identity-labelled arches only
+    "missing_teeth": False,
 }
 
 TRAIN_DEFAULTS: dict[str, Any] = {
@@ -54,6 +65,10 @@ TRAIN_DEFAULTS: dict[str, Any] = {
     "max_steps_per_epoch": None,  # cap steps per epoch (quick runs, tests)
     "device": "auto",  # auto | cpu | cuda
     "label_smoothing": 0.0,
+    # class-balanced loss: tooth class c weighs (freq_c / median tooth freq) ** -class_balance (clipped to
+    # [1/4, 4]; gingiva 1), counted on the training labels; 0: plain cross-entropy. Rare classes (third
+    # molars) are otherwise drowned by the others
+    "class_balance": 0.0,
     "progress": True,  # tqdm progress bars
     "init_from": None,  # fine-tune: start from this checkpoint's weights ("pretrained": the shipped model)
 }
@@ -213,6 +228,36 @@ def _type_ok(default: Any, value: Any) -> bool:
     return isinstance(value, type(default))
 
 
+def _validate_root(value: Any) -> None:
+    if isinstance(value, str) and value:
+        return
+    if isinstance(value, (list, tuple)) and value and all(isinstance(v, str) and v for v in value):
+        return
+    raise ConfigError(f"config key 'data.root' must be a folder or a non-empty list of folders, got {value!r}")
+
+
+def _validate_missing_teeth(value: Any) -> None:
+    from .data.missing_teeth import DEFAULT_MISSING_TEETH, MissingTeeth
+
+    if isinstance(value, bool):
+        return
+    if not isinstance(value, dict):
+        raise ConfigError(f"config key 'data.missing_teeth' must be true, false or a mapping with keys "
+                          f"{', '.join(sorted(DEFAULT_MISSING_TEETH))}, got {type(value).__name__} {value!r}")
+    validate(value, dict(DEFAULT_MISSING_TEETH), "data.missing_teeth.")
+    try:
+        MissingTeeth(value)
+    except ValueError as exc:
+        raise ConfigError(str(exc).replace("MissingTeeth:", "config key 'data.missing_teeth':")) from None
+
+
+def resolve_missing_teeth(value: Any) -> dict[str, Any] | None:
+    """``data.missing_teeth`` -> the mapping for :class:`~pointmamba.data.missing_teeth.MissingTeeth`, or None."""
+    if value is None or value is False:
+        return None
+    return {} if value is True else dict(value)
+
+
 def _validate_augment(value: Any) -> None:
     from .data.augment import DEFAULT_AUGMENT
 
@@ -250,12 +295,17 @@ def resolve_augment(value: Any) -> dict[str, Any] | None:
     return out
 
 
+# keys whose value is not simply of its default's type: each checked by its own function
+_SPECIAL = {"data.root": _validate_root, "data.augment": _validate_augment,
+            "data.missing_teeth": _validate_missing_teeth}
+
+
 def validate(cfg: dict[str, Any], schema: dict[str, Any], where: str = "") -> None:
     """Raise ConfigError for a key not in ``schema`` or a value of the wrong type."""
     for key, value in cfg.items():
         name = f"{where}{key}"
-        if name == "data.augment" and key in schema:
-            _validate_augment(value)
+        if name in _SPECIAL and key in schema:
+            _SPECIAL[name](value)
             continue
         if key not in schema:
             valid = ", ".join(sorted(schema))

@@ -32,16 +32,11 @@ def collect(cfg: dict[str, Any], split: str, stages: int, progress: bool = True)
 
     from pointmamba.data import collate, find_scans
     from pointmamba.evaluation.curve_distances import stage_distances
-    from pointmamba.training.data_builders import build_dataset
+    from pointmamba.training.data_builders import build_dataset, ensure_data
 
     orders = list(cfg["model"]["orders"])
     if split == "all":
-        root = Path(cfg["data"]["root"]).expanduser()
-        if not root.is_dir():
-            raise FileNotFoundError(f"data.root {str(root)!r} does not exist")
-        cfg["data"]["val_names"] = list(find_scans(root))
-        if not cfg["data"]["val_names"]:
-            raise FileNotFoundError(f"data.root {str(root)!r} holds no <ID>/<ID>_<jaw> scans")
+        cfg["data"]["val_names"] = list(find_scans(ensure_data(cfg)))
         split = "val"
     dataset = build_dataset(cfg, split, train=False)
     if len(dataset) == 0:

@@ -25,6 +25,7 @@ from .errors import ScanFormatError
 from .fdi import IGNORE_INDEX, JAWS, check_jaw, check_num_classes, fdi_to_class
 from .grid_sample import GRID_MODES, cap_points, grid_sample
 from .mesh import MESH_SUFFIXES, apply_transform, vertex_normals
+from .missing_teeth import MissingTeeth, arch_is_complete
 from .pose import canonical_pose
 from .scan import Scan, jaw_from_name, load_scan
 
@@ -40,27 +41,46 @@ def default_cache_dir() -> Path:
 _SCAN_NAME = re.compile(r".+_(upper|lower)")
 
 
-def find_scans(root: str | PathLike) -> dict[str, Path]:
-    """All meshes under ``root`` named ``<ID>_<jaw>.<obj|ply|stl>`` (any depth, hidden folders skipped;
-    other names such as ``<ID>_upper_pred.ply`` are not scans), as ``{"<ID>_<jaw>": path}`` sorted by
-    name. Two files with one name (e.g. an .obj and a .ply) are an error."""
-    root = Path(root)
+def find_scans(root: str | PathLike | Sequence[str | PathLike]) -> dict[str, Path]:
+    """All meshes under ``root`` (one folder or a list of folders) named ``<ID>_<jaw>.<obj|ply|stl>`` (any
+    depth, symlinked folders followed, hidden folders skipped; other names such as ``<ID>_upper_pred.ply``
+    are not scans), as ``{"<ID>_<jaw>": path}`` sorted by name. Two files with one name (an .obj and a
+    .ply, or one scan in two roots) are an error naming both."""
+    roots = [Path(root)] if isinstance(root, (str, PathLike)) else [Path(r) for r in root]
     found: dict[str, Path] = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-        for fn in filenames:
-            p = Path(dirpath) / fn
-            if p.suffix.lower() not in MESH_SUFFIXES or fn.startswith(".") or not _SCAN_NAME.fullmatch(p.stem):
+    for top in roots:
+        seen: set[tuple[int, int]] = set()  # (device, inode) of folders walked: a symlink loop ends here
+        for dirpath, dirnames, filenames in os.walk(top, followlinks=True):
+            st = os.stat(dirpath)
+            if (st.st_dev, st.st_ino) in seen:
+                dirnames[:] = []
                 continue
-            if p.stem in found:
-                raise ScanFormatError(p, "name", f"two scans named {p.stem!r}: {found[p.stem]} and {p}")
-            found[p.stem] = p
+            seen.add((st.st_dev, st.st_ino))
+            dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+            for fn in filenames:
+                p = Path(dirpath) / fn
+                if p.suffix.lower() not in MESH_SUFFIXES or fn.startswith(".") or not _SCAN_NAME.fullmatch(p.stem):
+                    continue
+                if p.stem in found:
+                    if found[p.stem].resolve() == p.resolve():  # one file reached twice (a linked folder)
+                        continue
+                    raise ScanFormatError(p, "name", f"two scans named {p.stem!r}: {found[p.stem]} and {p} "
+                                                     "(scan names must be unique across data roots)")
+                found[p.stem] = p
     return dict(sorted(found.items()))
 
 
-def split_path(root: str | PathLike, split: str, split_dir: str | PathLike | None = None) -> Path:
-    """The split file of ``split``: ``<split_dir or root>/<split>.txt`` (the one rule every caller uses)."""
-    return Path(split_dir or root).expanduser() / f"{split}.txt"
+def data_roots(root: str | PathLike | Sequence[str | PathLike]) -> list[Path]:
+    """``data.root`` as a list of folders (it is one folder or a list of them)."""
+    roots = [root] if isinstance(root, (str, PathLike)) else list(root)
+    return [Path(r).expanduser() for r in roots]
+
+
+def split_path(root: str | PathLike | Sequence[str | PathLike], split: str,
+               split_dir: str | PathLike | None = None) -> Path:
+    """The split file of ``split``: ``<split_dir or root>/<split>.txt`` (the one rule every caller uses);
+    with several roots, the first one holds the split files unless ``split_dir`` says otherwise."""
+    return Path(split_dir or data_roots(root)[0]).expanduser() / f"{split}.txt"
 
 
 def read_split(path: str | PathLike) -> list[str]:
@@ -84,9 +104,16 @@ def _file_key(path: Path) -> str:
 
 class Teeth3DSDataset:
     """Jaw scans under ``root`` in Teeth3DS layout (``<ID>/<ID>_<jaw>.obj`` + ``.json``; any folder depth).
+    ``root`` is one folder or a list of them (scan names unique across them).
 
     Which scans: ``names`` (a list of ``<ID>_<jaw>`` or ``<ID>``), else ``split_file``, else
-    ``root/<split>.txt``; ``split="all"`` (or None) takes every scan found. ``jaw`` keeps one jaw.
+    ``root/<split>.txt``; ``split="all"`` (or None) takes every scan found; ``exclude`` (names as in
+    ``names``) are then left out. ``jaw`` keeps one jaw.
+
+    Labels: scans under ``position_label_roots`` are labelled by position along the arch, not by
+    identity (see ``../shared/data/README.md``); those whose arch misses a tooth weigh
+    ``position_label_weight`` in the loss (item key ``weight``), and only complete ones are given to
+    ``missing_teeth`` (a :class:`MissingTeeth` config, None: off).
 
     ``num_classes`` 17 or 33 (see :mod:`pointmamba.data.fdi`); ``grid_size`` in mm (None/0: every
     vertex); ``max_points`` caps the rows; ``augment`` a dict for :class:`Augment` (None: off);
@@ -98,12 +125,13 @@ class Teeth3DSDataset:
     ``ds[i]`` is a dict: ``coord`` (N, 3) float32 (aligned, centred, augmented), ``feat`` (N, 6) float32
     (coord and vertex normal), ``segment`` (N,) int64 class ids (-100 = no label), ``index`` (N,) int64
     the vertex each row was taken from, ``vertex_row`` (V,) int64 the row standing for every vertex, ``vertex_segment`` (V,) int64, ``name``, ``jaw``, ``num_vertices``,
-    ``transform`` (4x4: original vertices -> coord frame before augmentation) and ``grid_size``.
+    ``transform`` (4x4: original vertices -> coord frame before augmentation), ``grid_size`` and
+    ``weight`` (the scan's loss weight).
     """
 
     def __init__(
         self,
-        root: str | PathLike,
+        root: str | PathLike | Sequence[str | PathLike],
         split: str | None = "train",
         split_file: str | PathLike | None = None,
         names: Sequence[str] | None = None,
@@ -118,10 +146,17 @@ class Teeth3DSDataset:
         mode: str | None = None,
         in_memory: bool = False,
         jaw_feature: bool = False,
+        exclude: Sequence[str] | None = None,
+        position_label_roots: Sequence[str | PathLike] = (),
+        position_label_weight: float = 1.0,
+        missing_teeth: Mapping[str, Any] | None = None,
     ) -> None:
-        self.root = Path(root)
-        if not self.root.is_dir():
-            raise FileNotFoundError(f"{self.root}: dataset root not found")
+        self.roots = data_roots(root)
+        self.root = self.roots[0]  # where split files live by default
+        for r in self.roots:
+            if not r.is_dir():
+                raise FileNotFoundError(f"{r}: dataset root not found")
+        where_all = ", ".join(map(str, self.roots))
         self.num_classes = check_num_classes(num_classes)
         self.jaw = check_jaw(jaw, allow_none=True)
         if grid_size is not None and grid_size < 0:
@@ -140,10 +175,12 @@ class Teeth3DSDataset:
         self.cache_dir = Path(cache_dir) if cache_dir is not False else None
         self.in_memory = in_memory
         self.jaw_feature = bool(jaw_feature)
+        self.missing_teeth = MissingTeeth(missing_teeth) if missing_teeth is not None else None
+        self.position_label_weight = float(position_label_weight)
         self._memory: dict[str, dict[str, np.ndarray]] = {}
         self.epoch = 0
 
-        found = find_scans(self.root)
+        found = find_scans(self.roots)
         source: str | Path
         if names is not None:
             entries, source = list(names), "names"
@@ -152,7 +189,7 @@ class Teeth3DSDataset:
         elif split in (None, "all"):
             entries, source = list(found), "all scans found"
         else:
-            source = split_path(self.root, split)
+            source = split_path(self.roots, split)
             if not source.is_file():
                 raise FileNotFoundError(f"{source}: split file not found (pass split='all', split_file= or "
                                         "names=, or write one <ID>_<jaw> or <ID> per line)")
@@ -161,23 +198,28 @@ class Teeth3DSDataset:
         field = "split" if isinstance(source, Path) else source
         self.names: list[str] = []
         for entry in entries:
-            stem = Path(entry).stem if Path(entry).suffix.lower() in MESH_SUFFIXES else entry
-            if stem in found:
-                stems = [stem]
-            else:
-                stems = [f"{stem}_{j}" for j in JAWS if f"{stem}_{j}" in found]
-                if not stems:
-                    raise ScanFormatError(where, field, f"no scan {entry!r} under {self.root} (expected "
-                                                        f"<ID>_<jaw>.obj, e.g. {entry}/{entry}_upper.obj)")
-            for s in stems:
+            for s in _resolve_name(entry, found, where, field, where_all):
                 if self.jaw is not None and jaw_from_name(s) != self.jaw:
                     continue
                 if s in self.names:
                     raise ScanFormatError(where, field, f"scan {s!r} listed twice")
                 self.names.append(s)
+        dropped = {s for entry in (exclude or ()) for s in _resolve_name(entry, found, "config",
+                                                                         "data.train_exclude", where_all)}
+        self.names = [s for s in self.names if s not in dropped]
         if not self.names:
-            raise ValueError(f"Teeth3DSDataset: no scans selected under {self.root} ({source}, jaw={self.jaw})")
+            raise ValueError(f"Teeth3DSDataset: no scans selected under {where_all} ({source}, jaw={self.jaw})")
         self.paths = [found[s] for s in self.names]
+        resolved = [r.resolve() for r in self.roots]
+        position_roots = []
+        for r in position_label_roots:
+            if Path(r).expanduser().resolve() not in resolved:
+                raise ValueError(f"data.position_label_roots: {r} is not one of the data roots ({where_all})")
+            position_roots.append(self.roots[resolved.index(Path(r).expanduser().resolve())])
+        self.identity_labels = [not any(p.is_relative_to(r) for r in position_roots) for p in self.paths]
+        # the data root each scan came from, by its folder name (results are reported per source)
+        self.sources = [next((r.name for r in self.roots if p.is_relative_to(r)), self.roots[0].name)
+                        for p in self.paths]
 
     # ------------------------------------------------------------------ epochs and length
     def set_epoch(self, epoch: int) -> None:
@@ -233,21 +275,44 @@ class Teeth3DSDataset:
             self.preprocessed(i)
 
     # ------------------------------------------------------------------ items
+    def labels_are_identities(self, index: int) -> bool:
+        """Whether scan ``index``'s labels name each tooth by what it is: an identity-labelled root, or
+        a complete arch (positions 1..7 on both sides) from a position-labelled one."""
+        if self.identity_labels[index]:
+            return True
+        d = self.preprocessed(index)
+        return "labels" in d and arch_is_complete(d["labels"], str(d["jaw"]) or None)
+
     def __getitem__(self, index: int) -> dict[str, Any]:
         if not 0 <= index < len(self):
             raise IndexError(f"index {index} out of range for {len(self)} scans")
-        return make_item(self.preprocessed(index), self.names[index], self.num_classes, self.grid_size,
+        identities = self.labels_are_identities(index)
+        item = make_item(self.preprocessed(index), self.names[index], self.num_classes, self.grid_size,
                          self.align, self.mode, self.rng(index), self.augment, self.max_points,
-                         jaw_feature=self.jaw_feature)
+                         jaw_feature=self.jaw_feature, missing_teeth=self.missing_teeth if identities else None)
+        item["weight"] = 1.0 if identities else self.position_label_weight
+        return item
+
+
+def _resolve_name(entry: str, found: Mapping[str, Path], where: Any, field: str, roots: str) -> list[str]:
+    """The scan names an entry of a split (``<ID>_<jaw>``, ``<ID>`` or a mesh file name) stands for."""
+    stem = Path(entry).stem if Path(entry).suffix.lower() in MESH_SUFFIXES else entry
+    if stem in found:
+        return [stem]
+    stems = [f"{stem}_{j}" for j in JAWS if f"{stem}_{j}" in found]
+    if not stems:
+        raise ScanFormatError(where, field, f"no scan {entry!r} under {roots} (expected "
+                                            f"<ID>_<jaw>.obj, e.g. {entry}/{entry}_upper.obj)")
+    return stems
 
 
 def make_item(d: Mapping[str, np.ndarray], name: str, num_classes: int, grid_size: float | None,
               align: bool = True, mode: str = "test", rng: np.random.Generator | None = None,
               augment: Augment | None = None, max_points: int | None = None,
-              jaw_feature: bool = False) -> dict[str, Any]:
+              jaw_feature: bool = False, missing_teeth: MissingTeeth | None = None) -> dict[str, Any]:
     """One model input from preprocessed arrays (see :func:`preprocess`): align (optional), centre,
-    augment (optional), grid sample, point cap. The dataset and whole-scan inference both use it, so a
-    user's scan is prepared exactly like the eval split.
+    remove teeth (optional, needs labels), augment (optional), grid sample, point cap. The dataset and
+    whole-scan inference both use it, so a user's scan is prepared exactly like the eval split.
 
     ``jaw_feature`` appends a constant channel, +1 for an upper and -1 for a lower jaw: the 17-class
     scheme gives 11 and 31 one class, and lower teeth are narrower, so without it the network must guess
@@ -264,6 +329,9 @@ def make_item(d: Mapping[str, np.ndarray], name: str, num_classes: int, grid_siz
     coord = coord - centre
     transform[:3, 3] -= centre
     labels = d["labels"].astype(np.int64) if "labels" in d else None
+    if missing_teeth is not None and labels is not None:
+        # its own generator, drawn from rng only here: runs without it keep their random stream
+        coord, normal, labels = missing_teeth(coord, normal, labels, np.random.default_rng(rng.integers(2**63)))
     if augment is not None:
         coord, normal, labels = augment(coord, normal, labels, rng)
     index_rows, inverse = grid_sample(coord, grid_size, mode, rng)
@@ -323,8 +391,8 @@ def collate(samples: Sequence[Mapping[str, Any]], grid_size: float | None = None
     Extras: ``segment`` (N,) int64, ``name`` / ``jaw`` (lists), ``vertex_row`` (V_total,) int64 global row
     (already offset into the packed rows) for every original vertex (the grid-sampling map; not the curve
     order's ``PointBatch.inverse``), ``vertex_offset`` (B,) cumulative
-    vertex counts, ``vertex_segment`` (V_total,) int64 and ``transform`` (B, 4, 4) float64. So per-vertex
-    predictions of the whole batch are ``logits.argmax(1)[vertex_row]``, split by ``vertex_offset``.
+    vertex counts, ``vertex_segment`` (V_total,) int64, ``transform`` (B, 4, 4) float64 and ``scan_weight``
+    (B,) float32 (the items' loss weights, 1 where they have none). So per-vertex predictions of the whole batch are ``logits.argmax(1)[vertex_row]``, split by ``vertex_offset``.
     ``grid_size`` defaults to the items' own.
     """
     import torch
@@ -350,4 +418,5 @@ def collate(samples: Sequence[Mapping[str, Any]], grid_size: float | None = None
         vertex_segment=torch.from_numpy(np.concatenate([np.asarray(s["vertex_segment"], dtype=np.int64)
                                                         for s in samples])),
         transform=torch.from_numpy(np.stack([np.asarray(s["transform"], dtype=np.float64) for s in samples])),
+        scan_weight=torch.tensor([float(s.get("weight", 1.0)) for s in samples], dtype=torch.float32),
     )

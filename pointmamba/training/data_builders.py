@@ -10,37 +10,43 @@ from .distributed import DistInfo
 
 
 def _has_scans(root: Path) -> bool:
-    return root.is_dir() and any(root.glob("*/*.obj"))
+    from ..data.dataset import find_scans
+
+    return root.is_dir() and bool(find_scans(root))
 
 
-def ensure_data(cfg: dict[str, Any], log: Any = print) -> Path:
-    """Resolve ``data.root``; generate the synthetic set there when asked and absent; clear error otherwise."""
+def ensure_data(cfg: dict[str, Any], log: Any = print) -> list[Path]:
+    """Resolve ``data.root`` (one folder or a list); generate the synthetic set there when asked and
+    absent; clear error otherwise."""
+    from ..data.dataset import data_roots
+
     d = cfg["data"]
-    root = Path(d["root"]).expanduser()
-    if not _has_scans(root) and d["synthetic_count"] > 0:
+    roots = data_roots(d["root"])
+    if len(roots) == 1 and not _has_scans(roots[0]) and d["synthetic_count"] > 0:
         from ..data.synthetic import write_dataset
 
-        log(f"generating {d['synthetic_count']} synthetic patients ({d['synthetic_vertices']} vertices per jaw) in {root}")
-        write_dataset(root, count=d["synthetic_count"], n_vertices=d["synthetic_vertices"], seed=cfg["seed"])
-    if not root.is_dir():
-        raise FileNotFoundError(
-            f"data.root {str(root)!r} does not exist: put a Teeth3DS-layout data set there "
-            f"(<ID>/<ID>_<jaw>.obj + .json, see data/README.md) or pass --set data.root=DIR"
-        )
-    if not _has_scans(root):
-        raise FileNotFoundError(f"data.root {str(root)!r} holds no <ID>/<ID>_<jaw>.obj scans (see data/README.md)")
-    return root
+        log(f"generating {d['synthetic_count']} synthetic patients ({d['synthetic_vertices']} vertices per jaw) in {roots[0]}")
+        write_dataset(roots[0], count=d["synthetic_count"], n_vertices=d["synthetic_vertices"], seed=cfg["seed"])
+    for root in roots:
+        if not root.is_dir():
+            raise FileNotFoundError(
+                f"data.root {str(root)!r} does not exist: put a Teeth3DS-layout data set there "
+                f"(<ID>/<ID>_<jaw>.obj + .json, see data/README.md) or pass --set data.root=DIR"
+            )
+        if not _has_scans(root):
+            raise FileNotFoundError(f"data.root {str(root)!r} holds no <ID>/<ID>_<jaw>.obj scans (see data/README.md)")
+    return roots
 
 
 def build_dataset(cfg: dict[str, Any], split: str, train: bool) -> Any:
     """The Teeth3DS dataset for ``split`` in {train, val, test}: explicit name list, else the split file
     ``<split_dir>/<name>.txt``; a split named ``all`` takes every scan under the root."""
-    from ..config import resolve_augment
+    from ..config import resolve_augment, resolve_missing_teeth
     from ..data import Teeth3DSDataset
-    from ..data.dataset import split_path
+    from ..data.dataset import data_roots, split_path
 
     d = cfg["data"]
-    root = Path(d["root"]).expanduser()
+    root = data_roots(d["root"])
     names = d[f"{split}_names"]
     split_name = d[f"{split}_split"]
     split_file = None
@@ -66,6 +72,10 @@ def build_dataset(cfg: dict[str, Any], split: str, train: bool) -> Any:
         seed=cfg["seed"],
         mode="train" if train else "test",  # train: a random point per voxel; test: deterministic
         jaw_feature=bool(d.get("jaw_feature", False)),
+        exclude=d["train_exclude"] if split == "train" else None,
+        position_label_roots=d["position_label_roots"],
+        position_label_weight=d["position_label_weight"],
+        missing_teeth=resolve_missing_teeth(d["missing_teeth"]) if train else None,
     )
 
 

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 from tqdm import tqdm
 
@@ -19,6 +18,7 @@ from .checkpoint import check_model_config, load_checkpoint, load_model_weights,
 from .data_builders import build_dataset, build_loader, ensure_data
 from .distributed import DistInfo, all_reduce_sum, barrier, cleanup, init_distributed
 from .hooks import Hook
+from .loss import balanced_class_weights, class_counts, segmentation_loss
 from .optim import build_optimizer, build_scheduler
 from .seed import rng_state, set_deterministic, set_rng_state, set_seed
 from .warmup import WarmupSwitch
@@ -120,6 +120,23 @@ class Trainer:
         except (ValueError, FileNotFoundError) as exc:
             self.log(f"error: {exc}")
             raise
+        self.build_loss_weights()
+
+    def build_loss_weights(self) -> None:
+        """Class weights (``train.class_balance``) and whether scans carry loss weights
+        (``data.position_label_weight``), logged with what they apply to."""
+        t, d = self.cfg["train"], self.cfg["data"]
+        self.class_weight: torch.Tensor | None = None
+        if t["class_balance"] > 0:
+            weights = balanced_class_weights(class_counts(self.train_set), t["class_balance"])
+            self.class_weight = torch.tensor(weights, dtype=torch.float32, device=self.device)
+            self.log("class weights (train.class_balance=" + f"{t['class_balance']}): "
+                     + " ".join(f"{c}:{w:.2f}" for c, w in enumerate(weights)))
+        self.weighted_scans = d["position_label_weight"] != 1.0
+        if self.weighted_scans or d["missing_teeth"]:
+            noisy = [n for i, n in enumerate(self.train_set.names) if not self.train_set.labels_are_identities(i)]
+            self.log(f"{len(noisy)} training scan(s) labelled by position with teeth missing (loss weight "
+                     f"{d['position_label_weight']}, no missing-tooth augmentation): {', '.join(noisy) or 'none'}")
 
     def build_model(self, init_from: str | None = None) -> None:
         """``net`` (optionally with fine-tuning weights) and ``model`` (DDP-wrapped under torchrun)."""
@@ -293,7 +310,8 @@ class Trainer:
         self._call("before_step")
         with autocast(self.device, self.amp):
             logits = self.model(batch)
-        loss = F.cross_entropy(logits.float(), target, ignore_index=-100, label_smoothing=t["label_smoothing"])
+        point_weight = batch.extra["scan_weight"][batch.batch] if self.weighted_scans else None
+        loss = segmentation_loss(logits, target, t["label_smoothing"], self.class_weight, point_weight)
         # every rank must agree to skip, or DDP's gradient all-reduce would hang
         finite = all_reduce_sum(torch.tensor([float(torch.isfinite(loss))], device=self.device), self.dist)
         if int(finite.item()) != self.dist.world_size:

@@ -5,8 +5,10 @@
 
 Metrics are computed on every original vertex, predicted exactly as tools/predict.py does (the ``infer``
 config section: mirror test-time augmentation, tooth decoding, graph cut; switch each with --set).
-Writes DIR/metrics.json (overall, per class, per scan), DIR/per_scan.csv, DIR/per_class.csv and
-DIR/confusion.png (default DIR: <checkpoint dir>/test_<split>).
+Writes DIR/metrics.json (overall, per class, per scan, summary), DIR/per_scan.csv, DIR/per_class.csv,
+DIR/summary.md and DIR/confusion.png (default DIR: <checkpoint dir>/test_<split>). The summary gives the
+per-scan mIoU's mean, 10th percentile and share of kept scans (>= 0.80) and the dataset-level mIoU, for
+the split and per source (data root), jaw, arches with <= 13 teeth and arches with a third molar.
 """
 from __future__ import annotations
 
@@ -38,6 +40,7 @@ def main() -> None:
     from pointmamba.training.data_builders import build_dataset
     from pointmamba.evaluation.inference import load_trained, segment_scan
     from pointmamba.evaluation.metrics import ConfusionMatrix
+    from pointmamba.evaluation.scan_summary import reference_groups, summarize, summary_table
     from pointmamba.evaluation.teeth_metrics import aggregate_teeth_metrics, teeth_metrics
     from pointmamba.device import resolve_device
 
@@ -60,7 +63,7 @@ def main() -> None:
         print(table)
 
     cm = ConfusionMatrix(num_classes)
-    rows = []
+    rows, scan_cms = [], []
     for i in tqdm(range(len(dataset)), desc=f"test {args.split}"):
         scan = load_scan(dataset.paths[i])
         pred = segment_scan(model, scan, cfg, device)
@@ -69,8 +72,10 @@ def main() -> None:
         target = fdi_to_class(scan.labels, scan.jaw, num_classes)
         scan_cm = ConfusionMatrix(num_classes).update(pred.classes, target)
         cm.merge(scan_cm)
-        row = {"name": dataset.names[i], "jaw": scan.jaw, "vertices": int(scan.num_vertices),
-               "accuracy": scan_cm.accuracy(), "miou": scan_cm.miou()}
+        scan_cms.append(scan_cm)
+        row = {"name": dataset.names[i], "source": dataset.sources[i], "jaw": scan.jaw,
+               "vertices": int(scan.num_vertices), "teeth": int((np.unique(scan.labels) > 0).sum()),
+               **reference_groups(scan.labels), "accuracy": scan_cm.accuracy(), "miou": scan_cm.miou()}
         tm = teeth_metrics(scan.vertices.astype(np.float64), scan.labels.astype(np.int64), pred.fdi)
         row.update({k: tm[k] for k in ("TSA", "TLA", "TIR", "score")})
         row["_teeth"] = tm
@@ -84,9 +89,11 @@ def main() -> None:
         overall.update({k: v for k, v in aggregate_teeth_metrics(teeth_rows).items() if k != "num_jaws"})
     per_class = [{"class": c, "name": names[c], "iou": float(cm.iou()[c]), "dice": float(cm.dice()[c])}
                  for c in range(num_classes)]
+    summary = summarize(rows, scan_cms)
     (out / "metrics.json").write_text(json.dumps(
         {"checkpoint": str(args.checkpoint), "split": args.split, "infer": cfg.get("infer"), "overall": overall, "per_class": per_class,
-         "per_scan": rows, "confusion": cm.matrix.tolist()}, indent=2, default=float))
+         "summary": summary, "per_scan": rows, "confusion": cm.matrix.tolist()}, indent=2, default=float))
+    (out / "summary.md").write_text(summary_table(summary))
     for name, table in (("per_scan.csv", rows), ("per_class.csv", per_class)):
         with open(out / name, "w", newline="") as fh:
             writer = csv.DictWriter(fh, fieldnames=list(table[0]))
@@ -94,7 +101,8 @@ def main() -> None:
             writer.writerows(table)
     plot_confusion(cm, list(names), out / "confusion.png", title=f"{Path(args.checkpoint).name} on {args.split}")
     print(" ".join(f"{k}={v:.4f}" if isinstance(v, float) else f"{k}={v}" for k, v in overall.items()))
-    print(f"written: {out / 'metrics.json'}, per_scan.csv, per_class.csv, confusion.png")
+    print(summary_table(summary))
+    print(f"written: {out / 'metrics.json'}, per_scan.csv, per_class.csv, summary.md, confusion.png")
 
 
 def cli() -> None:

@@ -12,18 +12,22 @@ import numpy as np
 import torch
 from torch import nn
 
-_OFF = {"mirror_tta": False, "tooth_decoding": False, "graph_cut": False, "tooth_relabel": False}
-_DEFAULT = {"mirror_tta": True, "tooth_decoding": False, "graph_cut": True, "tooth_relabel": True}
+_OFF = {"mirror_tta": False, "tooth_decoding": False, "graph_cut": False, "tooth_relabel": False,
+        "instance_numbering": False}
+_DEFAULT = {"mirror_tta": True, "tooth_decoding": False, "graph_cut": True, "tooth_relabel": True,
+            "instance_numbering": True}
 VARIANTS: dict[str, dict[str, bool]] = {
     "network only": _OFF,
     "+ mirror TTA": {**_OFF, "mirror_tta": True},
     "+ graph cut": {**_OFF, "graph_cut": True},
     "+ tooth decoding (mask)": {**_OFF, "tooth_decoding": True},
     "+ tooth relabel": {**_OFF, "tooth_relabel": True},
-    "defaults (TTA + graph cut + relabel)": _DEFAULT,
+    "+ graph cut + instance numbering": {**_OFF, "graph_cut": True, "instance_numbering": True},
+    "defaults (TTA + graph cut + instance numbering)": _DEFAULT,
     "defaults without mirror TTA": {**_DEFAULT, "mirror_tta": False},
     "defaults without graph cut": {**_DEFAULT, "graph_cut": False},
-    "defaults without tooth relabel": {**_DEFAULT, "tooth_relabel": False},
+    "defaults, bin relabel instead of instance numbering": {**_DEFAULT, "instance_numbering": False},
+    "defaults without any tooth numbering": {**_DEFAULT, "instance_numbering": False, "tooth_relabel": False},
     "defaults + tooth decoding (mask)": {**_DEFAULT, "tooth_decoding": True},
 }
 
@@ -38,6 +42,7 @@ def compare_switches(model: nn.Module, dataset: Any, cfg: dict[str, Any], device
     from ..data.mesh import apply_transform
     from .inference import TestView, infer_options, refine, summed_view_probabilities
     from .metrics import ConfusionMatrix
+    from .scan_summary import KEPT_MIOU
 
     num_classes = cfg["data"]["num_classes"]
     base = infer_options(cfg)
@@ -63,12 +68,14 @@ def compare_switches(model: nn.Module, dataset: Any, cfg: dict[str, Any], device
             scan_cm = ConfusionMatrix(num_classes).update(classes, target)
             cms[name].merge(scan_cm)
             per_scan[name].append((scan.jaw, scan_cm.miou()))
-    lines = ["| inference | mIoU | mean scan mIoU | upper jaws | lower jaws | accuracy |", "|---|---|---|---|---|---|"]
+    lines = ["| inference | mIoU | mean scan mIoU | 10th pct | kept (>= 0.80) | upper jaws | lower jaws | accuracy |",
+             "|---|---|---|---|---|---|---|---|"]
     for name in VARIANTS:
         jaws = per_scan[name]
+        scores = np.array([m for _, m in jaws])
         up = [m for j, m in jaws if j == "upper"]
         lo = [m for j, m in jaws if j == "lower"]
-        lines.append(f"| {name} | {cms[name].miou():.4f} | {np.mean([m for _, m in jaws]):.4f} | "
-                     f"{np.mean(up) if up else float('nan'):.4f} | {np.mean(lo) if lo else float('nan'):.4f} | "
-                     f"{cms[name].accuracy():.4f} |")
+        lines.append(f"| {name} | {cms[name].miou():.4f} | {scores.mean():.4f} | {np.percentile(scores, 10):.4f} | "
+                     f"{(scores >= KEPT_MIOU).mean():.0%} | {np.mean(up) if up else float('nan'):.4f} | "
+                     f"{np.mean(lo) if lo else float('nan'):.4f} | {cms[name].accuracy():.4f} |")
     return "\n".join(lines) + "\n"

@@ -35,6 +35,7 @@ setup(
             "pointmamba-plot-distances = pointmamba.cli.plot_distances:cli",
             "pointmamba-probe-distance = pointmamba.cli.probe_distance:cli",
             "pointmamba-ablate = pointmamba.cli.ablate:cli",
+            "pointmamba-fit-arch-priors = pointmamba.cli.fit_arch_priors:cli",
         ],
     },
 )

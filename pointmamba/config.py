@@ -94,6 +94,10 @@ INFER_DEFAULTS: dict[str, Any] = {
     # after the graph cut, relabel each connected tooth by the arch decoding (whole teeth, boundaries kept):
     # +0.017 mIoU on one split, +0.000 on the other, no held-out jaw worse
     "tooth_relabel": True,
+    # number whole teeth jointly along the arch (evaluation/tooth_numbering.py: instances from the graph cut,
+    # an exact DP with gaps allowed, order kept, each number once, width / missing-tooth / spacing priors);
+    # replaces tooth_relabel where on
+    "instance_numbering": True,
     "decoding_width_weight": 0.1,  # weight of the tooth-width prior of the decoding
     "graph_cut": True,  # smooth labels on the mesh by alpha-expansion (evaluation/graph_cut.py)
     "graph_cut_smoothing": 3.0,  # weight of the cut cost against -log p (1 / 2 / 3 measured; 3 best on both)

@@ -17,12 +17,14 @@ from ..training.checkpoint import CheckpointError, check_model_config, load_chec
 
 @dataclass
 class Prediction:
-    """Per-vertex result for one scan: class ids, FDI labels, class probabilities, the aligned vertices."""
+    """Per-vertex result for one scan: class ids, FDI labels, class probabilities, the aligned vertices;
+    with instance numbering also the tooth instances and their numbering (posteriors per instance)."""
 
     classes: np.ndarray
     fdi: np.ndarray
     probs: np.ndarray
     aligned: np.ndarray
+    numbering: Any = None  # tooth_numbering.Numbering when infer.instance_numbering is on
 
 
 def load_trained(checkpoint: str | Path, device: torch.device,
@@ -136,10 +138,19 @@ def summed_view_probabilities(model: nn.Module, arrays: dict[str, np.ndarray], n
 
 def refine(probs: np.ndarray, aligned: np.ndarray, faces: np.ndarray, normals: np.ndarray, jaw: str | None,
            num_classes: int, options: dict[str, Any]) -> np.ndarray:
-    """Per-vertex class ids from probabilities: restrict to the jaw's classes, tooth decoding and graph
-    cut as ``options`` (the ``infer`` config section) switch them."""
+    """Per-vertex class ids from probabilities: restrict to the jaw's classes, tooth decoding, graph
+    cut and tooth numbering as ``options`` (the ``infer`` config section) switch them."""
+    return refine_numbered(probs, aligned, faces, normals, jaw, num_classes, options)[0]
+
+
+def refine_numbered(probs: np.ndarray, aligned: np.ndarray, faces: np.ndarray, normals: np.ndarray,
+                    jaw: str | None, num_classes: int, options: dict[str, Any]) -> tuple[np.ndarray, Any]:
+    """:func:`refine` and the instance numbering it made (None where ``infer.instance_numbering`` is off
+    or the jaw is unknown)."""
+    from ..data.mesh import vertex_areas
     from .graph_cut import graph_cut
     from .tooth_decoding import arch_decoding, relabel_teeth
+    from .tooth_numbering import number_teeth
 
     keep = _jaw_classes(num_classes, jaw)
     if keep is not None:
@@ -147,7 +158,9 @@ def refine(probs: np.ndarray, aligned: np.ndarray, faces: np.ndarray, normals: n
         masked[:, keep] = probs[:, keep]
         probs = masked / np.maximum(masked.sum(1, keepdims=True), 1e-12)
     decoded = None
-    if jaw is not None and (options["tooth_decoding"] or options.get("tooth_relabel")):
+    by_instances = jaw is not None and bool(options.get("instance_numbering"))
+    relabel = bool(options.get("tooth_relabel")) and not by_instances  # instance numbering replaces it
+    if jaw is not None and (options["tooth_decoding"] or relabel):
         masked, decoded = arch_decoding(aligned, probs, jaw, num_classes, width_weight=options["decoding_width_weight"])
         if options["tooth_decoding"]:
             probs = masked
@@ -155,9 +168,13 @@ def refine(probs: np.ndarray, aligned: np.ndarray, faces: np.ndarray, normals: n
         labels = graph_cut(probs, aligned, faces, normals, smoothing=options["graph_cut_smoothing"])
     else:
         labels = probs.argmax(1)
-    if decoded is not None and options.get("tooth_relabel"):
+    numbering = None
+    if by_instances:
+        labels, numbering = number_teeth(labels, probs, aligned, faces, jaw, num_classes,
+                                         areas=vertex_areas(aligned, faces) if len(faces) else None)
+    elif decoded is not None and relabel:
         labels = relabel_teeth(labels, decoded, faces)
-    return labels
+    return labels, numbering
 
 
 def segment_scan(model: nn.Module, scan: Any, cfg: dict[str, Any], device: torch.device) -> Prediction:
@@ -181,6 +198,6 @@ def segment_scan(model: nn.Module, scan: Any, cfg: dict[str, Any], device: torch
                                             tuple(options["tta_angles"]))
     aligned = apply_transform(scan.vertices.astype(np.float64), transform)
     normals = apply_transform(arrays["normals"].astype(np.float64), transform, direction=True)
-    classes = refine(probs, aligned, scan.faces, normals, scan.jaw, d["num_classes"], options)
+    classes, numbering = refine_numbered(probs, aligned, scan.faces, normals, scan.jaw, d["num_classes"], options)
     fdi = class_to_fdi(classes, scan.jaw, d["num_classes"])
-    return Prediction(classes=classes, fdi=fdi, probs=probs, aligned=aligned)
+    return Prediction(classes=classes, fdi=fdi, probs=probs, aligned=aligned, numbering=numbering)

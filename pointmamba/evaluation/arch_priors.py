@@ -1,0 +1,158 @@
+"""Priors of the instance-level tooth numbering (:mod:`.tooth_numbering`): tooth widths, how often each
+position is missing, and the spacing of neighbouring teeth, per jaw.
+
+They are measured on the ground truth of labelled scans with the functions inference uses
+(:func:`fit_priors`; ``python tools/fit_arch_priors.py`` prints the table below). ``FITTED`` holds the
+figures measured on the training scans of ``../shared/data`` (both sources, the val patients of both
+splits left out; position-labelled arches only where complete). Positions are 1..8 (central incisor ..
+third molar), pooled over the two sides.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+import numpy as np
+
+# measured by tools/fit_arch_priors.py (see module doc); widths and gaps in mm
+FITTED: dict[str, dict[str, Any]] = {
+    "upper": {"width_mean": [7.92, 6.5, 7.09, 6.63, 6.29, 9.47, 8.68, 6.69],
+              "width_sd": [0.8, 0.8, 0.8, 0.8, 0.8, 0.8, 0.8, 0.8],
+              "missing_rate": [0.007, 0.007, 0.007, 0.022, 0.015, 0.007, 0.075, 0.903], "arches": 67},
+    "lower": {"width_mean": [5.05, 5.6, 6.3, 6.67, 6.7, 10.01, 9.26, 7.27],
+              "width_sd": [0.8, 0.8, 0.8, 0.8, 0.8, 0.8, 0.8, 1.51],
+              "missing_rate": [0.0, 0.0, 0.048, 0.016, 0.016, 0.016, 0.048, 0.895], "arches": 62},
+    "gap": {"touching_mean": 0.26, "touching_sd": 0.5, "closed_fraction": 0.74, "open_ratio": 0.65,
+            "open_sd": 1.71, "neighbour_pairs": 1647, "pairs_across_gaps": 19},
+}
+
+PAIR_COST = 3.0  # nats: prior against one instance holding two teeth (about 5 %)
+# the network's mean probability over a tooth sums hundreds of vertices' evidence: it counts this many
+# times a prior term (a single guess would count once)
+EVIDENCE_WEIGHT = 2.0
+MIN_MISSING_RATE = 0.05  # the training arches are mostly complete; a clinic's are not
+ROBUST_NU = 3.0  # degrees of freedom of the Student-t width and spacing densities
+MIN_GAP_SD = 1.0  # mm: predicted teeth's edges are less exact than the ground truth's the spacing was fitted on
+
+
+@dataclass
+class ArchPriors:
+    """Per arch index 0..15 (see :func:`~.tooth_numbering.arch_position`): width mean and sd, the cost
+    (nats) of a position being missing or present; the spacing model; the pair prior."""
+
+    width_mean: np.ndarray
+    width_sd: np.ndarray
+    missing_cost: np.ndarray
+    present_cost: np.ndarray
+    touching_mean: float
+    touching_sd: float
+    closed_fraction: float
+    open_ratio: float
+    open_sd: float
+    pair_cost: float = PAIR_COST
+    evidence_weight: float = EVIDENCE_WEIGHT
+
+    def gap_cost(self, gap: float, touching: np.ndarray, skipped_width: np.ndarray) -> np.ndarray:
+        """``-log`` density of the spacing ``gap`` (mm) between two teeth: neighbours (``touching``)
+        touch; across missing positions of total typical width ``skipped_width`` the space is either
+        closed or about ``open_ratio`` of it. Student-t densities: a predicted tooth's edge can be off
+        by millimetres, which must cost a few nats, not tens."""
+        closed = -robust_cost(gap, self.touching_mean, self.touching_sd)
+        opened = -robust_cost(gap, self.touching_mean + self.open_ratio * skipped_width, self.open_sd)
+        skipped = np.logaddexp(np.log(self.closed_fraction) + closed, np.log1p(-self.closed_fraction) + opened)
+        return -np.where(touching, closed, skipped)
+
+    def width_cost(self, width: np.ndarray, first: int, last: int) -> np.ndarray:
+        """``-log`` density of a measured width for the teeth at arch indices ``first..last``."""
+        mu = self.width_mean[first:last + 1].sum()
+        sd = float(np.sqrt((self.width_sd[first:last + 1] ** 2).sum()))
+        return robust_cost(width, mu, sd)
+
+
+def robust_cost(x: float | np.ndarray, mu: float | np.ndarray, sd: float, nu: float = ROBUST_NU) -> np.ndarray:
+    """``-log`` of a Student-t density with ``nu`` degrees of freedom, location ``mu`` and scale ``sd``:
+    Gaussian near ``mu``, growing only logarithmically far from it."""
+    z2 = ((np.asarray(x, dtype=np.float64) - mu) / sd) ** 2
+    norm = math.lgamma((nu + 1) / 2) - math.lgamma(nu / 2) - 0.5 * math.log(nu * math.pi) - math.log(sd)
+    return 0.5 * (nu + 1) * np.log1p(z2 / nu) - norm
+
+
+def _by_arch_index(per_position: Iterable[float]) -> np.ndarray:
+    """Positions 1..8 -> arch indices 0..15 (8..1 on the -x side, then 1..8)."""
+    v = np.asarray(list(per_position), dtype=np.float64)
+    return np.concatenate([v[::-1], v])
+
+
+def priors_from(table: dict[str, Any], jaw: str) -> ArchPriors:
+    """:class:`ArchPriors` of ``jaw`` from a table shaped like :data:`FITTED`."""
+    t, g = table[jaw], table["gap"]
+    q = np.clip(_by_arch_index(t["missing_rate"]), MIN_MISSING_RATE, 0.99)
+    return ArchPriors(_by_arch_index(t["width_mean"]), _by_arch_index(t["width_sd"]), -np.log(q), -np.log1p(-q),
+                      float(g["touching_mean"]), max(float(g["touching_sd"]), MIN_GAP_SD),
+                      float(g["closed_fraction"]), float(g["open_ratio"]), max(float(g["open_sd"]), MIN_GAP_SD))
+
+
+def default_priors(jaw: str) -> ArchPriors:
+    """The fitted priors of ``jaw`` ("upper" or "lower")."""
+    return priors_from(FITTED, jaw)
+
+
+def fit_priors(arches: Iterable[tuple[np.ndarray, np.ndarray, str]]) -> dict[str, Any]:
+    """A :data:`FITTED`-shaped table from ground-truth arches ``(aligned vertices, FDI labels, jaw)``.
+
+    Widths: median and MAD-based sd per position (sd floored at 0.8 mm: predicted teeth are measured less exactly than true ones); missing rate per position; spacing of
+    neighbouring teeth (mean, sd); across missing positions, the share of closed spaces (gap below half
+    the missing width) and, of the open ones, gap / missing width and the spread around it."""
+    from .tooth_numbering import gap_mm, measure_instances
+
+    widths: dict[str, list[list[float]]] = {j: [[] for _ in range(8)] for j in ("upper", "lower")}
+    present: dict[str, np.ndarray] = {j: np.zeros(8) for j in ("upper", "lower")}
+    count = {"upper": 0, "lower": 0}
+    touching, across = [], []
+    for aligned, labels, jaw in arches:
+        teeth = [int(t) for t in np.unique(labels) if t > 0]
+        if not teeth:
+            continue
+        # arch index: quadrants 1/3 lie on -x (positions 8..1 = indices 0..7), 2/4 on +x (indices 8..15)
+        index = {t: (8 - t % 10) if t // 10 in (1, 3) else (7 + t % 10) for t in teeth}
+        teeth.sort(key=lambda t: index[t])
+        instances, _ = measure_instances(aligned, [np.flatnonzero(labels == t) for t in teeth])
+        by_index = {index[teeth[inst.key]]: inst for inst in instances}
+        count[jaw] += 1
+        for a, inst in by_index.items():
+            pos = (8 - a) if a < 8 else (a - 7)
+            widths[jaw][pos - 1].append(inst.width)
+            present[jaw][pos - 1] += 0.5
+        ordered = sorted(by_index)
+        for a, b in zip(ordered, ordered[1:]):
+            g = gap_mm(by_index[a], by_index[b])
+            if b == a + 1:
+                touching.append(g)
+            else:
+                across.append((g, jaw, list(range(a + 1, b))))
+    table: dict[str, Any] = {}
+    for jaw in ("upper", "lower"):
+        # median and MAD: a few mislabelled or broken teeth must not widen the prior
+        mean = [float(np.median(w)) if w else np.nan for w in widths[jaw]]
+        sd = [float(max(1.4826 * np.median(np.abs(np.asarray(w) - np.median(w))), 0.8)) if len(w) > 1 else 1.0
+              for w in widths[jaw]]
+        rate = [float(1 - present[jaw][p] / max(count[jaw], 1)) for p in range(8)]
+        table[jaw] = {"width_mean": [round(m, 2) for m in mean], "width_sd": [round(s, 2) for s in sd],
+                      "missing_rate": [round(r, 3) for r in rate], "arches": count[jaw]}
+    t = np.asarray(touching)
+    t_mean, t_sd = float(np.median(t)), float(1.4826 * np.median(np.abs(t - np.median(t))))
+    closed, ratios = 0, []
+    for g, jaw, skipped in across:
+        positions = [(8 - a) if a < 8 else (a - 7) for a in skipped]
+        missing_width = sum(table[jaw]["width_mean"][p - 1] for p in positions)
+        if g - t_mean < 0.5 * missing_width:
+            closed += 1
+        else:
+            ratios.append((g - t_mean) / missing_width)
+    table["gap"] = {"touching_mean": round(t_mean, 2), "touching_sd": round(max(t_sd, 0.5), 2),
+                    "closed_fraction": round(min(max(closed / max(len(across), 1), 0.05), 0.95), 2),
+                    "open_ratio": round(float(np.median(ratios)) if ratios else 0.7, 2),
+                    "open_sd": round(float(max(np.std(ratios) * 7.0, 1.5)) if len(ratios) > 1 else 2.5, 2),
+                    "neighbour_pairs": len(touching), "pairs_across_gaps": len(across)}
+    return table

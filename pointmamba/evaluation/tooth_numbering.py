@@ -1,0 +1,344 @@
+"""Instance-level tooth numbering: whole teeth numbered jointly along the arch, gaps allowed.
+
+A per-point classifier that has learned to count teeth from the midline numbers a whole run of teeth one
+position off where a tooth is missing or extra. Here the teeth are first cut out as instances (connected
+pieces of one label after the graph cut), then numbered together:
+
+1. every instance gets class evidence (the network's mean probabilities over its surface), a place along
+   the arch (angles around a point inside the arch, canonical frame: crowns +z, incisors +y) and a
+   mesio-distal width (its extent along the arch);
+2. walking along the arch from one distal end to the other, the numbers must run 8..1 on one side and
+   1..8 on the other, each used at most once. An exact dynamic programme finds the cheapest numbering
+   under a small generative model: ``-log`` of the network's evidence, a Gaussian width prior per tooth,
+   a prior that each position is missing (third molars often, others rarely), and the spacing between
+   neighbouring teeth: no number skipped means touching teeth, a skipped number means room for the
+   missing tooth or a closed space (both are common, so this term is a mixture). An instance may also be
+   called gingiva, or two neighbouring teeth (two teeth under one label, split at their expected widths);
+3. the same model gives, by the forward-backward algorithm, each instance's posterior over numbers:
+   the confidence of its number and the runner-up.
+
+The priors (widths, spacing, missing rates) were measured on the ground truth of the training scans,
+with the same measuring functions as inference uses (``tools/fit_arch_priors.py``, see
+:mod:`pointmamba.evaluation.arch_priors`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .arch_priors import ArchPriors, default_priors
+from .tooth_decoding import side_blocks
+
+NUM_POSITIONS = 16  # arch indices 0..15: -x side third molar .. -x central incisor, +x central .. +x third molar
+LOG_EPS = 1e-6
+
+
+def arch_position(a: np.ndarray | int) -> np.ndarray | int:
+    """Tooth position 1..8 (central incisor .. third molar) of arch index ``a`` (0..15)."""
+    a = np.asarray(a)
+    out = np.where(a < 8, 8 - a, a - 7)
+    return int(out) if out.ndim == 0 else out
+
+
+def arch_classes(num_classes: int, jaw: str | None) -> np.ndarray:
+    """The class id of each arch index 0..15 (-x distal .. -x central, +x central .. +x distal)."""
+    left, right = side_blocks(num_classes, jaw)
+    return np.concatenate([left[::-1], right])
+
+
+@dataclass
+class ArchFrame:
+    """Angles around a point inside the arch: 0 at the incisors (+y), negative towards -x (degrees)."""
+
+    centre: np.ndarray
+
+    @classmethod
+    def from_teeth(cls, xy: np.ndarray) -> "ArchFrame":
+        """The point inside the arch from tooth vertices (x, y) in the canonical frame."""
+        y_lo, y_hi = np.percentile(xy[:, 1], [2, 98])
+        return cls(np.array([np.median(xy[:, 0]), y_lo + 0.3 * (y_hi - y_lo)]))
+
+    def polar(self, xy: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(angle in degrees, radius in mm) of points (x, y)."""
+        rel = np.asarray(xy, dtype=np.float64) - self.centre
+        return np.degrees(np.arctan2(rel[:, 0], rel[:, 1])), np.linalg.norm(rel, axis=1)
+
+
+@dataclass
+class Instance:
+    """One tooth candidate: its vertices and where it sits along the arch."""
+
+    vertices: np.ndarray  # vertex ids
+    points: np.ndarray  # (k, 3) their coordinates in the canonical frame
+    middle: float  # median angle around the arch frame's centre (deg): the order along the arch
+    key: int = 0  # its index in the list it was measured from
+    tangent: np.ndarray = field(default_factory=lambda: np.array([1.0, 0.0]))  # arch direction here (xy)
+    width: float = 0.0  # mesio-distal width in mm: extent along the tangent (5th to 95th percentile)
+
+    def along(self) -> np.ndarray:
+        """Each point's coordinate along the arch direction (mm)."""
+        return self.points[:, :2] @ self.tangent
+
+    def tree(self) -> "cKDTree":  # noqa: F821 - scipy is imported lazily
+        """A KD-tree of its points (built once)."""
+        if getattr(self, "_tree", None) is None:
+            from scipy.spatial import cKDTree
+
+            self._tree = cKDTree(self.points)
+        return self._tree
+
+
+def measure_instances(aligned: np.ndarray, members: list[np.ndarray], frame: ArchFrame | None = None
+                      ) -> tuple[list[Instance], ArchFrame]:
+    """Instances from lists of vertex ids, sorted along the arch (-x distal first; ``key`` is the index in
+    ``members``), and the arch frame. The arch direction at an instance runs from its predecessor's
+    centre to its successor's (its own and one neighbour's at the ends), so a molar at the back of the
+    arch is measured along the arch, not across it."""
+    if frame is None:
+        teeth = np.concatenate(members) if members else np.zeros(0, dtype=np.int64)
+        frame = ArchFrame.from_teeth(aligned[teeth, :2] if len(teeth) else np.zeros((1, 2)))
+    out = []
+    for k, ids in enumerate(members):
+        ids = np.asarray(ids)
+        theta, _ = frame.polar(aligned[ids, :2])
+        out.append(Instance(ids, np.asarray(aligned[ids], dtype=np.float64), float(np.median(theta)), k))
+    out.sort(key=lambda inst: inst.middle)
+    centres = np.array([inst.points[:, :2].mean(0) for inst in out]).reshape(len(out), 2)
+    for i, inst in enumerate(out):
+        a, b = centres[max(i - 1, 0)], centres[min(i + 1, len(out) - 1)]
+        if len(out) == 1:  # alone: the arch runs perpendicular to the radius
+            rel = centres[0] - frame.centre
+            a, b = np.zeros(2), np.array([rel[1], -rel[0]])
+        d = b - a
+        inst.tangent = d / max(np.linalg.norm(d), 1e-9)
+        lo, hi = np.percentile(inst.along(), [5, 95])
+        inst.width = float(hi - lo)
+    return out, frame
+
+
+GAP_QUERY_POINTS = 2000  # points per tooth queried for the spacing: enough for 0.1 mm on a full scan
+
+
+def gap_mm(a: Instance, b: Instance) -> float:
+    """The space between two teeth: the smallest distance between their vertices (mm; about 0 where they
+    touch). The larger tooth's KD-tree is kept on it; the smaller is queried at up to
+    ``GAP_QUERY_POINTS`` of its vertices."""
+    small, large = (a, b) if len(a.points) <= len(b.points) else (b, a)
+    step = max(1, len(small.points) // GAP_QUERY_POINTS)
+    return float(large.tree().query(small.points[::step], k=1)[0].min())
+
+
+@dataclass
+class Numbering:
+    """The numbering of a scan's instances: ``options[i]`` = (first, last) arch index of instance i, or
+    None for gingiva; ``posterior`` (n, C) each instance's probability of each class (a pair instance
+    counts for both of its classes; column 0 = gingiva); ``cost`` of the chosen numbering."""
+
+    options: list[tuple[int, int] | None]
+    posterior: np.ndarray
+    cost: float
+    instances: list[Instance] = field(default_factory=list)
+
+
+def _options() -> tuple[np.ndarray, np.ndarray]:
+    """Every (first, last) arch-index option: single teeth, then pairs of neighbours."""
+    first = np.concatenate([np.arange(NUM_POSITIONS), np.arange(NUM_POSITIONS - 1)])
+    last = np.concatenate([np.arange(NUM_POSITIONS), np.arange(1, NUM_POSITIONS)])
+    return first, last
+
+
+def _logsumexp(x: np.ndarray, axis: int | None = None) -> np.ndarray:
+    """log(sum(exp(x))) along ``axis``; -inf where every term is -inf (an impossible option)."""
+    m = np.max(x, axis=axis, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0.0)
+    with np.errstate(divide="ignore"):
+        out = np.log(np.sum(np.exp(x - m), axis=axis, keepdims=True)) + m
+    return np.squeeze(out, axis=axis) if axis is not None else out.reshape(())
+
+
+def number_instances(instances: list[Instance], evidence: np.ndarray, gum_evidence: np.ndarray,
+                     priors: ArchPriors, temperature: float = 1.0) -> Numbering:
+    """The cheapest numbering of ``instances`` (sorted along the arch) and their posteriors.
+
+    ``evidence`` (n, 16): each instance's probability of each arch index (the network's mean over its
+    surface); ``gum_evidence`` (n,): its probability of gingiva. Energies are in nats; ``temperature``
+    divides them for the posteriors only (calibration)."""
+    n = len(instances)
+    first, last = _options()
+    n_opt = len(first)
+    pair = last > first
+    width_mu = priors.width_mean
+    miss = priors.missing_cost  # (16,) -log P(position missing)
+    keep = priors.present_cost  # (16,) -log P(position present)
+    miss_cum = np.concatenate([[0.0], np.cumsum(miss)])  # sum of miss over arch indices [a, b) = cum[b] - cum[a]
+    width_cum = np.concatenate([[0.0], np.cumsum(width_mu)])
+
+    ev = np.asarray(evidence, dtype=np.float64)
+    gum = -priors.evidence_weight * np.log(np.maximum(np.asarray(gum_evidence, dtype=np.float64), LOG_EPS))
+    widths = np.array([inst.width for inst in instances])
+    unary = np.empty((n, n_opt))
+    for o in range(n_opt):
+        f, l_ = first[o], last[o]
+        data = -priors.evidence_weight * np.log(np.maximum(ev[:, f:l_ + 1].sum(1), LOG_EPS))
+        unary[:, o] = (data + priors.width_cost(widths, f, l_) + keep[f:l_ + 1].sum()
+                       + (priors.pair_cost if pair[o] else 0.0))
+    start = miss_cum[first]  # positions before the first tooth are missing
+    end = miss_cum[NUM_POSITIONS] - miss_cum[last + 1]
+    gum_cum = np.concatenate([[0.0], np.cumsum(gum)])  # gingiva cost of instances [a, b)
+    # transition o' (instance j) -> o (instance i): positions strictly between are missing, plus spacing
+    skip_lo = last[:, None] + 1  # (o', o)
+    skip_hi = first[None, :]
+    allowed = skip_hi >= skip_lo
+    skipped_cost = np.where(allowed, miss_cum[np.clip(skip_hi, 0, NUM_POSITIONS)] - miss_cum[np.clip(skip_lo, 0, NUM_POSITIONS)], np.inf)
+    skipped_width = np.where(allowed, width_cum[np.clip(skip_hi, 0, NUM_POSITIONS)] - width_cum[np.clip(skip_lo, 0, NUM_POSITIONS)], 0.0)
+    touching = allowed & (skip_hi == skip_lo)
+
+    def trans(j: int, i: int) -> np.ndarray:
+        g = gap_mm(instances[j], instances[i])
+        return skipped_cost + priors.gap_cost(g, touching, skipped_width) + (gum_cum[i] - gum_cum[j + 1])
+
+    # min-sum (Viterbi) and sum-product (forward) in one sweep
+    D = np.full((n, n_opt), np.inf)
+    A = np.full((n, n_opt), -np.inf)
+    back: list[list[tuple[int, int]]] = [[(-1, -1)] * n_opt for _ in range(n)]
+    T = {}
+    for i in range(n):
+        best = start + gum_cum[i]
+        arg_j = np.full(n_opt, -1)
+        arg_o = np.full(n_opt, -1)
+        terms = [-(start + gum_cum[i]) / temperature]
+        for j in range(i):
+            t = trans(j, i)
+            T[j, i] = t
+            cand = D[j][:, None] + t  # (o', o)
+            k = np.argmin(cand, axis=0)
+            val = cand[k, np.arange(n_opt)]
+            better = val < best
+            best = np.where(better, val, best)
+            arg_j = np.where(better, j, arg_j)
+            arg_o = np.where(better, k, arg_o)
+            terms.append(_logsumexp(A[j][:, None] - t / temperature, axis=0))
+        D[i] = best + unary[i]
+        A[i] = _logsumexp(np.stack(terms), axis=0) - unary[i] / temperature
+        back[i] = list(zip(arg_j.tolist(), arg_o.tolist()))
+    all_gum = gum_cum[n] + miss_cum[NUM_POSITIONS]
+    finals = D + end[None, :] + (gum_cum[n] - gum_cum[1:n + 1])[:, None] if n else np.zeros((0, n_opt))
+    options: list[tuple[int, int] | None] = [None] * n
+    cost = all_gum
+    if n and finals.min() < all_gum:
+        i, o = np.unravel_index(int(np.argmin(finals)), finals.shape)
+        cost = float(finals[i, o])
+        while i >= 0:
+            options[i] = (int(first[o]), int(last[o]))
+            i, o = back[i][o]
+    # backward pass: B[i, o] = log-sum over everything after instance i taking option o
+    B = np.full((n, n_opt), -np.inf)
+    for i in reversed(range(n)):
+        terms = [-(end + gum_cum[n] - gum_cum[i + 1]) / temperature]
+        for k in range(i + 1, n):
+            terms.append(_logsumexp(-T[i, k] / temperature + (B[k] - unary[k] / temperature)[None, :], axis=1))
+        B[i] = _logsumexp(np.stack(terms), axis=0)
+    # the partition function: the all-gingiva numbering, plus every numbering by its last tooth
+    last_terms = (A - (end[None, :] + (gum_cum[n] - gum_cum[1:n + 1])[:, None]) / temperature).ravel()
+    log_z = _logsumexp(np.concatenate([[-all_gum / temperature], last_terms]))
+    marg = np.exp(A + B - log_z) if n else np.zeros((0, n_opt))
+    posterior = np.zeros((n, NUM_POSITIONS + 1))  # column 0 gingiva, 1 + a arch index a
+    for o in range(n_opt):
+        for a in range(first[o], last[o] + 1):
+            posterior[:, 1 + a] += marg[:, o]
+    posterior[:, 0] = np.clip(1.0 - marg.sum(1), 0.0, 1.0)
+    return Numbering(options, posterior, cost, instances)
+
+
+def tooth_pieces(labels: np.ndarray, edges: np.ndarray) -> list[np.ndarray]:
+    """Connected pieces (mesh ``edges``, see :func:`.graph_cut.mesh_edges`) of vertices sharing one tooth
+    label, as vertex-id arrays."""
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    labels = np.asarray(labels)
+    e = edges
+    e = e[(labels[e[:, 0]] == labels[e[:, 1]]) & (labels[e[:, 0]] > 0)]
+    n = len(labels)
+    _, comp = connected_components(coo_matrix((np.ones(len(e)), (e[:, 0], e[:, 1])), shape=(n, n)), directed=False)
+    tooth = np.flatnonzero(labels > 0)
+    order = tooth[np.argsort(comp[tooth], kind="stable")]
+    starts = np.flatnonzero(np.r_[True, np.diff(comp[order]) != 0]) if len(order) else np.zeros(0, dtype=np.int64)
+    return [p for p in np.split(order, starts[1:])] if len(order) else []
+
+
+def merge_fragments(pieces: list[np.ndarray], edges: np.ndarray, labels: np.ndarray, points: np.ndarray,
+                    min_vertices: int, reach_mm: float = 2.0) -> list[np.ndarray]:
+    """Pieces below ``min_vertices`` join a larger piece: the one they share most mesh edges with (a
+    sliver of another label on a tooth's flank is part of that tooth), else the nearest one of their own
+    label within ``reach_mm`` (an island of a tooth's label cut off by a groove); others stay alone."""
+    from scipy.spatial import cKDTree
+
+    owner = np.full(len(labels), -1)
+    for k, p in enumerate(pieces):
+        owner[p] = k
+    large = np.array([len(p) >= min_vertices for p in pieces], dtype=bool)
+    small = [k for k in range(len(pieces)) if not large[k]]
+    if not small or not large.any():
+        return pieces
+    a, b = owner[edges[:, 0]], owner[edges[:, 1]]
+    cross = (a >= 0) & (b >= 0) & (a != b)
+    a, b = np.concatenate([a[cross], b[cross]]), np.concatenate([b[cross], a[cross]])
+    trees: dict[int, tuple[np.ndarray, cKDTree]] = {}  # per label: its large pieces' vertices
+    target = {}
+    for k in small:
+        nb = b[a == k]
+        nb = nb[large[nb]]
+        if len(nb):
+            target[k] = int(np.bincount(nb).argmax())
+            continue
+        label = int(labels[pieces[k][0]])
+        if label not in trees:
+            same = [pieces[j] for j in np.flatnonzero(large) if labels[pieces[j][0]] == label]
+            ids = np.concatenate(same) if same else np.zeros(0, dtype=np.int64)
+            trees[label] = (ids, cKDTree(points[ids]) if len(ids) else None)
+        ids, tree = trees[label]
+        if tree is not None:
+            dist, idx = tree.query(points[pieces[k]], k=1)
+            if dist.min() <= reach_mm:
+                target[k] = int(owner[ids[idx[np.argmin(dist)]]])
+    merged = {k: [p] for k, p in enumerate(pieces)}
+    for k, t in target.items():
+        merged[t].extend(merged.pop(k))
+    return [np.sort(np.concatenate(v)) for v in merged.values()]
+
+
+def number_teeth(labels: np.ndarray, probs: np.ndarray, aligned: np.ndarray, faces: np.ndarray, jaw: str,
+                 num_classes: int, priors: ArchPriors | None = None, areas: np.ndarray | None = None,
+                 temperature: float = 1.0, min_vertices: int = 20) -> tuple[np.ndarray, Numbering]:
+    """Renumber the teeth of ``labels`` (per-vertex classes, e.g. after the graph cut) as whole instances
+    (see module doc). Returns the new labels and the :class:`Numbering` (instances, options, posteriors).
+
+    ``probs`` (V, C) the network's probabilities, ``aligned`` (V, 3) vertices in the canonical frame,
+    ``areas`` (V,) vertex areas weighting the evidence (default: equal)."""
+    if jaw not in ("upper", "lower"):
+        raise ValueError(f"number_teeth: jaw must be 'upper' or 'lower', got {jaw!r}")
+    priors = priors or default_priors(jaw)
+    labels = np.asarray(labels).copy()
+    from .graph_cut import mesh_edges
+
+    edges = mesh_edges(faces)
+    pieces = merge_fragments(tooth_pieces(labels, edges), edges, labels, aligned, min_vertices)
+    instances, _ = measure_instances(aligned, pieces)
+    classes = arch_classes(num_classes, jaw)
+    w = np.ones(len(labels)) if areas is None else np.asarray(areas, dtype=np.float64)
+    mean_probs = np.array([np.average(probs[inst.vertices], axis=0, weights=w[inst.vertices] + 1e-12)
+                           for inst in instances]).reshape(len(instances), probs.shape[1])
+    numbering = number_instances(instances, mean_probs[:, classes], mean_probs[:, 0], priors, temperature)
+    for inst, opt in zip(instances, numbering.options):
+        if opt is None:
+            labels[inst.vertices] = 0
+        elif opt[0] == opt[1]:
+            labels[inst.vertices] = classes[opt[0]]
+        else:  # two teeth under one label: split along the arch where their typical widths meet
+            mu = priors.width_mean[opt[0]:opt[1] + 1]
+            along = inst.along()  # the tangent points from the -x end towards the +x end
+            cut = np.quantile(along, mu[0] / mu.sum())
+            labels[inst.vertices] = np.where(along <= cut, classes[opt[0]], classes[opt[1]])
+    return labels, numbering

@@ -1,0 +1,177 @@
+"""Instance-level tooth numbering: the DP is exact and its posteriors are the model's (brute force in
+float64), and on real arches: correct teeth stay correct, a removed tooth leaves the others' numbers,
+two teeth under one label are split, a wide ambiguous run is numbered by width, slivers are absorbed."""
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pointmamba.data import fdi_to_class, load_scan
+from pointmamba.data.dataset import preprocess_scan
+from pointmamba.data.mesh import apply_transform
+from pointmamba.evaluation.arch_priors import default_priors
+from pointmamba.evaluation.tooth_numbering import (Instance, arch_classes, gap_mm, measure_instances,
+                                                   number_instances, number_teeth)
+
+SAMPLES = Path(__file__).resolve().parents[1] / "data" / "samples"
+OPTIONS = [None] + [(a, a) for a in range(16)] + [(a, a + 1) for a in range(15)]
+
+
+def _path_cost(instances, evidence, gum, priors, options) -> float:
+    """The energy of one numbering, written out term by term (the DP's reference)."""
+    cost, prev, last = 0.0, None, -1
+    for i, opt in enumerate(options):
+        if opt is None:
+            cost -= priors.evidence_weight * np.log(max(gum[i], 1e-6))
+            continue
+        f, l_ = opt
+        if f <= last:
+            return np.inf
+        cost += (-priors.evidence_weight * np.log(max(evidence[i, f:l_ + 1].sum(), 1e-6)) + float(priors.width_cost(np.array(instances[i].width), f, l_))
+                 + priors.present_cost[f:l_ + 1].sum() + (priors.pair_cost if l_ > f else 0.0) + priors.missing_cost[last + 1:f].sum())
+        if prev is not None:
+            cost += float(priors.gap_cost(gap_mm(instances[prev], instances[i]), np.array(f == last + 1),
+                                          np.array(priors.width_mean[last + 1:f].sum())))
+        prev, last = i, l_
+    return cost + priors.missing_cost[last + 1:].sum()
+
+
+def _random_arch(rng: np.random.Generator, n: int) -> list[Instance]:
+    out, x = [], -40.0
+    for k in range(n):
+        w = rng.uniform(4, 13)
+        pts = np.stack([np.linspace(x, x + w, 20), np.zeros(20), np.zeros(20)], 1)
+        out.append(Instance(np.arange(20) + 20 * k, pts, float(x), k, np.array([1.0, 0.0]), float(w * 0.9)))
+        x += w + rng.uniform(-0.5, 8)
+    return out
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_dp_is_exact_and_posteriors_are_the_models(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    n = 2 if seed < 4 else 3
+    instances = _random_arch(rng, n)
+    gum = rng.uniform(0.02, 0.6, n)
+    evidence = rng.dirichlet(np.full(16, 0.3), n) * (1 - gum[:, None])
+    priors = default_priors("lower" if seed % 2 else "upper")
+    temperature = 1.7
+    result = number_instances(instances, evidence, gum, priors, temperature)
+    costs = {opts: _path_cost(instances, evidence, gum, priors, opts) for opts in itertools.product(OPTIONS, repeat=n)}
+    best = min(costs, key=costs.get)
+    assert result.cost == pytest.approx(costs[best], abs=1e-9)
+    assert _path_cost(instances, evidence, gum, priors, result.options) == pytest.approx(costs[best], abs=1e-9)
+    # posteriors: exp(-cost / T) over every numbering, summed per instance and class (float64 enumeration)
+    finite = {k: v for k, v in costs.items() if np.isfinite(v)}
+    weights = np.exp(-(np.array(list(finite.values())) - min(finite.values())) / temperature)
+    weights /= weights.sum()
+    expected = np.zeros((n, 17))
+    for w, opts in zip(weights, finite):
+        for i, opt in enumerate(opts):
+            if opt is None:
+                expected[i, 0] += w
+            else:
+                expected[i, 1 + opt[0]:2 + opt[1]] += w
+    np.testing.assert_allclose(result.posterior, expected, atol=1e-9)
+
+
+def _arch(name: str):
+    scan = load_scan(SAMPLES / name.split("_")[0] / f"{name}.obj")
+    arrays = preprocess_scan(scan)
+    aligned = apply_transform(scan.vertices.astype(np.float64), arrays["transform"])
+    return scan, aligned, fdi_to_class(scan.labels, scan.jaw, 17)
+
+
+def _probs(classes: np.ndarray, p: float = 0.8) -> np.ndarray:
+    probs = np.full((len(classes), 17), (1 - p) / 16)
+    probs[np.arange(len(classes)), classes] = p
+    return probs
+
+
+def _numbers(truth: np.ndarray, labels: np.ndarray) -> dict[int, int]:
+    """The number each true tooth carries: the most common label on its vertices."""
+    return {int(t): int(np.bincount(labels[truth == t], minlength=17).argmax()) for t in np.unique(truth) if t > 0}
+
+
+def _without(scan, aligned, classes, drop: np.ndarray):
+    """The mesh with the ``drop`` vertices (and their faces) removed, as a tool would cut a tooth out."""
+    keep = ~drop
+    new_id = np.cumsum(keep) - 1
+    faces = scan.faces[keep[scan.faces].all(1)]
+    return aligned[keep], new_id[faces], classes[keep]
+
+
+@pytest.mark.parametrize("name", ["MSN021_lower", "MSN022_upper", "MSN023_lower"])
+def test_correct_teeth_stay_correct(name: str) -> None:
+    scan, aligned, classes = _arch(name)
+    labels, numbering = number_teeth(classes, _probs(classes), aligned, scan.faces, scan.jaw, 17)
+    assert _numbers(classes, labels) == _numbers(classes, classes)
+    assert (labels == classes).mean() > 0.999  # a stray labelled vertex far from its tooth may become gingiva
+    teeth = [o for o in numbering.options if o is not None]
+    assert len(teeth) == len(np.unique(classes)) - 1 and all(f == l_ for f, l_ in teeth)
+
+
+@pytest.mark.parametrize("name", ["MSN021_lower", "MSN022_upper"])
+def test_a_removed_tooth_leaves_the_others_numbers(name: str) -> None:
+    scan, aligned, classes = _arch(name)
+    for tooth in [c for c in np.unique(classes) if c > 0]:
+        v, f, c = _without(scan, aligned, classes, classes == tooth)
+        # the network still says what each remaining tooth is, but no longer sees the removed one
+        labels, _ = number_teeth(c, _probs(c, 0.6), v, f, scan.jaw, 17)
+        assert _numbers(c, labels) == _numbers(c, c), f"{name}: removing class {tooth} renumbered others"
+
+
+def test_two_teeth_under_one_label_are_split() -> None:
+    scan, aligned, classes = _arch("MSN022_upper")
+    merged = np.where(classes == 5, 4, classes)  # premolars 14 and 15 both called 14 (as a counting net does)
+    probs = _probs(merged, 0.7)
+    labels, numbering = number_teeth(merged, probs, aligned, scan.faces, scan.jaw, 17)
+    assert any(o is not None and o[1] == o[0] + 1 for o in numbering.options)
+    pair = (classes == 4) | (classes == 5)
+    assert (labels[pair] == classes[pair]).mean() > 0.8  # split near the true boundary
+    assert _numbers(classes, labels) == _numbers(classes, classes)
+
+
+def test_width_decides_between_lower_incisor_and_canine() -> None:
+    # a lower arch whose network evidence cannot tell 2 from 3 on two neighbouring teeth: the narrower
+    # lateral incisor (5.6 mm) and the wider canine (6.3 mm) are told apart by their measured widths
+    scan, aligned, classes = _arch("MSN021_lower")
+    probs = _probs(classes, 0.8)
+    for c in (2, 3, 10, 11):
+        ids = classes == c
+        pair = (2, 3) if c in (2, 3) else (10, 11)
+        probs[ids] = 0.02 / 15
+        probs[ids, pair[0]] = probs[ids, pair[1]] = 0.49
+    labels, _ = number_teeth(classes, probs, aligned, scan.faces, scan.jaw, 17)
+    assert (labels == classes).mean() > 0.99
+
+
+def test_slivers_join_their_tooth_and_stray_blobs_become_gingiva() -> None:
+    scan, aligned, classes = _arch("MSN023_lower")
+    noisy = classes.copy()
+    tooth = np.flatnonzero(classes == 6)
+    noisy[tooth[:8]] = 7  # a sliver of the neighbour's label on a molar
+    gum = np.flatnonzero(classes == 0)
+    centre = aligned[gum[len(gum) // 2]]
+    blob = gum[np.argsort(np.linalg.norm(aligned[gum] - centre, axis=1))[:25]]
+    noisy[blob] = 12  # a patch of gingiva the network half believes is a tooth
+    probs = _probs(noisy, 0.8)
+    probs[blob] = 0.0
+    probs[blob, 0], probs[blob, 12] = 0.4, 0.6
+    labels, _ = number_teeth(noisy, probs, aligned, scan.faces, scan.jaw, 17)
+    assert (labels[tooth] == 6).all()
+    assert (labels[blob] == 0).all()
+
+
+def test_widths_are_measured_along_the_arch() -> None:
+    scan, aligned, classes = _arch("MSN022_upper")
+    cls = arch_classes(17, "upper")
+    members = [np.flatnonzero(classes == c) for c in cls if (classes == c).any()]
+    instances, _ = measure_instances(aligned, members)
+    assert [i.key for i in instances] == list(range(len(members)))  # members were given in arch order
+    widths = {int(cls[np.flatnonzero(np.isin(cls, np.unique(classes[i.vertices])))[0]]): i.width for i in instances}
+    molars = [widths[c] for c in (6, 14) if c in widths]
+    incisors = [widths[c] for c in (2, 10) if c in widths]
+    assert min(molars) > 8.0 and max(incisors) < 7.5

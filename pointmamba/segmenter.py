@@ -27,20 +27,23 @@ class Segmenter:
     """A trained model, loaded once, that segments whole scans at full resolution.
 
     ``checkpoint``: a checkpoint written by ``tools/train.py`` (default: the shipped model, see
-    ``pointmamba/pretrained/MODEL_CARD.md``); ``device``: ``auto`` | ``cpu`` | ``cuda[:N]``; ``infer``:
+    ``pointmamba/pretrained/MODEL_CARD.md``); ``device``: ``auto`` | ``cpu`` | ``cuda[:N]`` or a
+    ``torch.device``; ``infer``:
     inference switches over the defaults (``pointmamba.config.INFER_DEFAULTS``), e.g.
     ``{"graph_cut": False}``; ``rules``: when a scan is flagged for review.
     """
 
-    def __init__(self, checkpoint: str | PathLike | None = None, device: str = "auto",
+    def __init__(self, checkpoint: str | PathLike | None = None, device: Any = "auto",
                  infer: dict[str, Any] | None = None, rules: ReviewRules = ReviewRules()) -> None:
         from .config import INFER_DEFAULTS, validate
         from .device import resolve_device
         from .evaluation.inference import load_trained
         from .pretrained import resolve_checkpoint
 
+        import torch
+
         validate({"infer": dict(infer or {})}, {"infer": INFER_DEFAULTS})  # typos fail before the model loads
-        self.device = resolve_device(device, "device")
+        self.device = device if isinstance(device, torch.device) else resolve_device(device, "device")
         self.checkpoint = resolve_checkpoint(checkpoint)
         self.model, self.config = load_trained(self.checkpoint, self.device)
         # inference switches are a prediction-time choice: the current defaults and the caller's, not

@@ -43,6 +43,7 @@ def main() -> None:
     from pointmamba.data.scan_files import expand_scan_paths, label_file_beside
     from pointmamba.data.teeth3ds import read_labels
     from pointmamba.data.units import infer_units
+    from pointmamba.device import resolve_device
     from pointmamba.segmenter import Segmenter
 
     if bool(args.scans) == bool(args.config):
@@ -61,7 +62,7 @@ def main() -> None:
         more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
         raise FileNotFoundError(f"{missing[0]}: no label file {Path(missing[0]).with_suffix('.json').name} "
                                 f"beside it{more}")
-    segmenter = Segmenter(args.checkpoint, args.device, infer)
+    segmenter = Segmenter(args.checkpoint, resolve_device(args.device, "--device"), infer)
     out = make_out_dir(args.out)
     scans: list[dict[str, Any]] = []
     for path in tqdm(paths, desc="calibrate"):

@@ -111,9 +111,10 @@ def _arch_index(fdi: int) -> int:
 
 
 def _skipped_between(a: int, b: int) -> list[int]:
-    """Positions (1..8) of the numbers missing between neighbours ``a`` and ``b`` (``a`` before ``b``)."""
+    """The FDI numbers between neighbours ``a`` and ``b`` along the arch (``a`` before ``b``, one jaw)."""
+    right, left = (1, 2) if a < 30 else (4, 3)  # quadrants on the patient's right and left
     ia, ib = _arch_index(a), _arch_index(b)
-    return [abs(i) for i in range(ia + 1, ib) if i != 0]
+    return [(right if i < 0 else left) * 10 + abs(i) for i in range(ia + 1, ib) if i != 0]
 
 
 def _widths(aligned: np.ndarray, members: list[np.ndarray]) -> list[float]:
@@ -209,8 +210,9 @@ def review_findings(teeth: list[ToothConfidence], jaw: str, aligned: np.ndarray 
             reasons.append(("room", f"room for a tooth between {a.fdi} and {b.fdi} ({gap:.1f} mm apart, "
                                     f"typical {adjacent:.1f})"))
         elif skipped and gap < rules.touch * adjacent:
-            reasons.append(("skipped", f"{a.fdi} and {b.fdi} touch ({gap:.1f} mm apart) but {len(skipped)} "
-                                       "number(s) between them are missing: numbers shifted?"))
+            missing = ", ".join(map(str, skipped))
+            reasons.append(("skipped", f"{missing} missing but {a.fdi} and {b.fdi} touch ({gap:.1f} mm apart): "
+                                       "numbers shifted?"))
     return reasons
 
 

@@ -198,8 +198,12 @@
   document.addEventListener("keydown", (ev) => { if (ev.key === "Escape" && current !== null) closeViewer(); });
   viewer.addEventListener("click", (ev) => { if (ev.target === viewer) closeViewer(); });
   drawGrid();
-  const wanted = decodeURIComponent((location.hash.match(/^#scan=(.*)$/) || [])[1] || "");
-  const start = scans.findIndex((s) => s.name === wanted);
-  if (start >= 0) openScan(start);
+  function openFromHash() {  // a link such as index.html#scan=MSN001_lower opens that scan
+    const wanted = decodeURIComponent((location.hash.match(/^#scan=(.*)$/) || [])[1] || "");
+    const index = scans.findIndex((s) => s.name === wanted);
+    if (index >= 0 && index !== current) openScan(index);
+  }
+  window.addEventListener("hashchange", openFromHash);
+  openFromHash();
   window.pointmambaReport = {open: openScan, setMode: setMode, close: closeViewer};
 })();

@@ -44,6 +44,7 @@ def main() -> None:
     from pointmamba.data.teeth3ds import read_labels
     from pointmamba.data.units import infer_units
     from pointmamba.device import resolve_device
+    from pointmamba.pretrained import DEFAULT_MODEL
     from pointmamba.segmenter import Segmenter
 
     if bool(args.scans) == bool(args.config):
@@ -71,7 +72,9 @@ def main() -> None:
         result = segmenter.segment(scan, infer_units(scan.vertices, "auto", path))
         scans.append(scan_record(result, reference.labels, str(path)))
     report = summarize(scans, segmenter.rules, args.bins)
-    report.update({"checkpoint": str(segmenter.checkpoint), "infer": segmenter.infer})
+    shipped = segmenter.checkpoint == DEFAULT_MODEL
+    report.update({"checkpoint": f"pointmamba/pretrained/{DEFAULT_MODEL.name} (the shipped model)" if shipped
+                   else str(segmenter.checkpoint), "infer": segmenter.infer})
     write_outputs(out, scans, report, " ".join(["tools/calibrate_confidence.py", *map(str, args.scans)]
                                                 + ([f"--config {args.config} --split {args.split}"] if args.config else [])))
     rows = report["table"]
@@ -135,7 +138,12 @@ def summarize(scans: list[dict[str, Any]], rules: Any, bins: int) -> dict[str, A
     sweep = [{"review_below": x, **{f"{side}_{key}": v for side, row in _table(scans, replace(rules, review_below=x)).items()
                                     for key, v in row.items()}} for x in SWEEP]
     no_geometry = replace(rules, wide=np.inf, narrow=0.0, room=np.inf, touch=0.0)
-    return {"rules": rules.__dict__, "table": _table(scans, rules), "sweep": sweep,
+    wrong_c, right_c = conf[~right][:, None], conf[right][None, :]
+    # how often a wrong tooth has a lower confidence than a right one (0.5: no better than chance)
+    ranking = None
+    if wrong_c.size and right_c.size:
+        ranking = float((wrong_c < right_c).mean() + 0.5 * (wrong_c == right_c).mean())
+    return {"rules": rules.__dict__, "table": _table(scans, rules), "sweep": sweep, "ranking_auc": ranking,
             "confidence_only": _table(scans, no_geometry), "findings": kinds, "reliability": reliability,
             "teeth": {"count": len(teeth), "wrong": int((~right).sum())},
             "scans": {"count": len(scans), "wrong": sum(s["wrong"] for s in scans),
@@ -182,6 +190,8 @@ def write_outputs(out: Path, scans: list[dict[str, Any]], report: dict[str, Any]
               "| finding | scans | wrong |", "|---|---|---|"]
     lines += [f"| {k} | {v['scans']} | {v['wrong_scans']} |" for k, v in report["findings"].items()]
     lines += ["", "## Tooth confidence: reliability (`reliability.png`)", "",
+              f"A wrong tooth has a lower confidence than a right one in {_num(report['ranking_auc'])} of all "
+              "(wrong, right) pairs (AUC; 0.5 = no better than chance).", "",
               "| confidence | teeth | mean confidence | fraction right |", "|---|---|---|---|"]
     lines += [f"| {r['bin']} | {r['teeth']} | {_num(r['mean_confidence'])} | {_num(r['fraction_right'])} |"
               for r in report["reliability"]]

@@ -62,8 +62,8 @@ class Segmenter:
 
     def __call__(self, scan: Any, *, jaw: str | None = None, units: str = "auto",
                  name: str | None = None) -> Segmentation:
-        """Segment ``scan``: a mesh file (OBJ / PLY / STL), ``(vertices, faces)`` arrays or a
-        :class:`~pointmamba.data.Scan`.
+        """Segment ``scan``: a mesh file (OBJ / PLY / STL), ``(vertices, faces)`` arrays, an object with
+        ``.vertices`` and ``.faces`` (a ``trimesh.Trimesh``) or a :class:`~pointmamba.data.Scan`.
 
         ``jaw`` ``"upper"`` / ``"lower"`` (default: the file name ``*_upper`` / ``*_lower`` or a label file
         beside it; needed by the 17-class model); ``units`` of the coordinates, ``auto`` (from the scan's
@@ -93,18 +93,19 @@ class Segmenter:
         elif isinstance(scan, Scan):
             out = scan if jaw is None or scan.jaw == jaw else Scan(scan.vertices, scan.faces, jaw=jaw,
                                                                    id_patient=scan.id_patient, path=scan.path)
-        elif isinstance(scan, (tuple, list)) and len(scan) == 2:
+        elif _is_pair(scan) or (hasattr(scan, "vertices") and hasattr(scan, "faces")):  # e.g. a trimesh.Trimesh
             what = name or "scan"
-            vertices = np.asarray(scan[0], dtype=np.float64)
-            faces = np.asarray(scan[1])
+            pair = scan if _is_pair(scan) else (scan.vertices, scan.faces)
+            vertices = np.asarray(pair[0], dtype=np.float64)
+            faces = np.asarray(pair[1])
             if faces.size and not np.issubdtype(faces.dtype, np.integer):
                 raise ScanFormatError(what, "faces", f"faces must be integer vertex indices, got {faces.dtype}")
             check_mesh(vertices, faces.astype(np.int64), what)
             jaw = jaw or jaw_from_name(what)
             out = Scan(vertices, faces.astype(np.int64), jaw=jaw, id_patient=patient_from_name(what))
         else:
-            raise TypeError(f"Segmenter: expected a mesh file path, (vertices, faces) or a Scan, got "
-                            f"{type(scan).__name__}")
+            raise TypeError("Segmenter: expected a mesh file path, (vertices, faces), a mesh object with "
+                            f".vertices and .faces, or a Scan, got {type(scan).__name__}")
         where = out.path or name or out.name
         check_jaw_size(out.vertices, where)
         if self.num_classes == 17 and out.jaw is None:
@@ -138,6 +139,10 @@ class Segmenter:
                             classes=pred.classes, instances=np.asarray(instances), probabilities=pred.probs,
                             confidence=confidence, units=units, source=Path(scan.path) if scan.path else None,
                             seconds=time.perf_counter() - t0)
+
+
+def _is_pair(scan: Any) -> bool:
+    return isinstance(scan, (tuple, list)) and len(scan) == 2
 
 
 def _jaw_of(fdi: np.ndarray) -> str:

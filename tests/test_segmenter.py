@@ -65,6 +65,8 @@ def test_a_file_and_its_arrays_give_the_same_result_in_any_units(segmenter, scan
     assert (metres.labels == from_file.labels).mean() > 0.99
     assert np.allclose(metres.vertices, v / 1000.0)  # the result keeps the caller's units ...
     assert np.allclose(metres.aligned, from_file.aligned, atol=1e-6)  # ... the model worked in mm
+    mesh = type("Trimesh", (), {"vertices": v, "faces": f})()  # any object with .vertices and .faces
+    assert (segmenter(mesh, jaw="lower").labels == from_file.labels).all()
     explicit = segmenter((v / 10.0, f), jaw="lower", units="cm")
     assert (explicit.labels == from_file.labels).mean() > 0.99
     # what the result holds
@@ -85,7 +87,7 @@ def test_bad_input_is_one_clear_error_naming_it(segmenter, scans_dir: Path, tmp_
         segmenter((v, f), jaw="top")
     with pytest.raises(FileNotFoundError):
         segmenter(tmp_path / "missing_lower.obj")
-    with pytest.raises(TypeError, match="mesh file path, \\(vertices, faces\\) or a Scan"):
+    with pytest.raises(TypeError, match="mesh file path, \\(vertices, faces\\), a mesh object"):
         segmenter(v)
     from pointmamba import Segmenter
     from pointmamba.config import ConfigError

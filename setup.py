@@ -7,6 +7,8 @@ setup(
     description="Tooth segmentation of intraoral scans with bidirectional Mamba over space-filling curves",
     python_requires=">=3.10",
     packages=find_packages(include=["pointmamba", "pointmamba.*"]),
+    # the review page's template, script, style and vendored viewer (plotly.js, MIT) travel with the code
+    package_data={"pointmamba.report": ["page.html", "page.js", "page.css", "vendor/*"]},
     # torch is pinned by the install commands (Makefile / README), not here, so that GPU users can keep
     # the CUDA build they already have; an unpinned torch on a bare machine pulls several GB of CUDA wheels.
     install_requires=[
@@ -22,7 +24,9 @@ setup(
         "gco-wrapper>=3.0",  # graph-cut refinement (engine/graph_cut.py); a binary wheel, nothing compiles
     ],
     extras_require={
-        "test": ["pytest>=7"],
+        # selenium drives Debian's chromium (apt-get install chromium chromium-driver) in the review-page
+        # test, which is skipped where chromium is absent
+        "test": ["pytest>=7", "selenium>=4.10"],
         # GPU extras are installed separately (see README "GPU install"): they compile or need CUDA.
     },
     entry_points={
@@ -36,6 +40,7 @@ setup(
             "pointmamba-probe-distance = pointmamba.cli.probe_distance:cli",
             "pointmamba-ablate = pointmamba.cli.ablate:cli",
             "pointmamba-fit-arch-priors = pointmamba.cli.fit_arch_priors:cli",
+            "pointmamba-calibrate-confidence = pointmamba.cli.calibrate_confidence:cli",
         ],
     },
 )

@@ -2,6 +2,21 @@
 from __future__ import annotations
 
 __version__ = "0.1.0"
+__all__ = ["Segmentation", "Segmenter", "build_model"]
+
+
+def __getattr__(name: str):  # noqa: ANN202 - lazy, so `import pointmamba` stays light
+    if name in ("Segmenter", "Segmentation"):
+        import sys
+
+        if "torch" not in sys.modules:  # early in a script: the tools' CPU settings (pointmamba/cpu_runtime.py)
+            from .cpu_runtime import tune_cpu_runtime
+
+            tune_cpu_runtime()
+        from . import segmenter, segmentation
+
+        return getattr(segmenter if name == "Segmenter" else segmentation, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def build_model(cfg):  # noqa: ANN001, ANN201 - thin lazy re-export keeps `import pointmamba` light

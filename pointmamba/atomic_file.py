@@ -65,3 +65,16 @@ def save_figure(fig: Any, path: str | PathLike, **kwargs: Any) -> Path:
     with atomic_writer(path) as fh:
         fig.savefig(fh, format=path.suffix.lstrip(".") or "png", **kwargs)
     return path
+
+
+def write_csv(path: str | PathLike, rows: list[dict[str, Any]]) -> Path:
+    """Rows of dicts as a CSV file, atomically; columns from the first row, None as an empty cell."""
+    import csv
+    import io
+
+    buf = io.StringIO(newline="")
+    writer = csv.DictWriter(buf, fieldnames=list(rows[0]) if rows else [])
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: ("" if v is None else v) for k, v in row.items()})
+    return atomic_write(path, buf.getvalue().encode("utf-8"))

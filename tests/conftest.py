@@ -1,6 +1,7 @@
 """Shared test fixtures: paths to the real scans beside the checkout, and a fixed thread count."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from pointmamba.cpu_runtime import tune_cpu_runtime
@@ -11,7 +12,8 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared" / "data"
+# a checkout beside ../shared finds it; a worktree elsewhere names it with POINTMAMBA_SHARED_DATA
+SHARED = Path(os.environ.get("POINTMAMBA_SHARED_DATA") or ROOT.parent / "shared" / "data")
 SCANS = SHARED / "scans"
 TEETH3DS_LABELS = SHARED / "teeth3ds-labels"
 

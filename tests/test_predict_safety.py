@@ -10,12 +10,9 @@ import numpy as np
 import pytest
 import torch
 
-from pointmamba import build_model
-from pointmamba.config import load_config
 from pointmamba.data import read_mesh, write_obj
-from pointmamba.training.checkpoint import save_checkpoint
 
-from support.tiny import TINY_MODEL
+from support.tiny import untrained_checkpoint
 from support.tools import run_tool
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -23,12 +20,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 @pytest.fixture(scope="module")
 def ckpt(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """An untrained tiny model: predictions are arbitrary but deterministic, which is all these tests need."""
-    cfg = load_config(None, TINY_MODEL + ["data.grid_size=0.6"])
-    torch.manual_seed(0)
-    path = tmp_path_factory.mktemp("ckpt") / "tiny.pth"
-    save_checkpoint({"model": build_model(cfg).state_dict(), "config": {k: v for k, v in cfg.items() if k[0] != "_"}}, path)
-    return path
+    return untrained_checkpoint(tmp_path_factory.mktemp("ckpt") / "tiny.pth")
 
 
 @pytest.fixture(scope="module")

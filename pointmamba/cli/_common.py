@@ -21,6 +21,20 @@ def add_config_args(parser: argparse.ArgumentParser, required: bool = True) -> N
                         help="override config keys, e.g. --set train.epochs=5 model.relpos.preset=naive")
 
 
+def infer_overrides(items: list[str]) -> dict[str, Any]:
+    """The ``infer`` switches a ``--set infer.KEY=VALUE ...`` list sets, checked against their defaults;
+    ValueError for any other key (a checkpoint's model comes from the checkpoint)."""
+    from pointmamba.config import INFER_DEFAULTS, merge, parse_override, validate
+
+    user: dict[str, Any] = {}
+    for item in items:
+        user = merge(user, parse_override(item))
+    if set(user) - {"infer"}:
+        raise ValueError(f"--set takes infer.* keys only here (the model comes from the checkpoint), got {sorted(user)}")
+    validate(user, {"infer": INFER_DEFAULTS})
+    return dict(user.get("infer", {}))
+
+
 def parse_args(parser: argparse.ArgumentParser, argv: list[str] | None = None) -> argparse.Namespace:
     """``parser.parse_args`` plus ``--verbose``; configures pointmamba's logging (DEBUG with --verbose, else
     WARNING) and prints which backend each op uses on CPU (and CUDA) to stderr."""

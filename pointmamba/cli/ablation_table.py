@@ -2,11 +2,12 @@
 JSON-lines file, mean ± std over seeds and its formatting, and writing rows of dicts as CSV."""
 from __future__ import annotations
 
-import csv
 import json
 import statistics
 from pathlib import Path
 from typing import Any
+
+from ..atomic_file import write_csv as atomic_csv
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -47,9 +48,5 @@ def format_pm(mean: float | None, std: float | None, spec: str = ".4f") -> str:
 
 
 def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
-    """Rows of dicts as CSV, columns from the first row, None as an empty cell."""
-    with open(path, "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        w.writeheader()
-        for row in rows:
-            w.writerow({k: ("" if v is None else v) for k, v in row.items()})
+    """Rows of dicts as CSV, columns from the first row, None as an empty cell (written atomically)."""
+    atomic_csv(path, rows)

@@ -108,17 +108,33 @@ def plan_outputs(inputs: Sequence[str | Path], out: str | Path, suffixes: Sequen
     guarded = {r: f"input {p}" for r, p in zip(resolved, inputs)}
     guarded.update({Path(p).resolve(): f"{p} (a label or reference file of the inputs)" for p in protected})
     plan = [{sfx: out / f"{stem}{sfx}" for sfx in suffixes} for stem in output_stems(inputs)]
+    _raise_problems([path for files in plan for path in files.values()], guarded, overwrite)
+    return plan
+
+
+def check_run_files(files: Sequence[str | Path], inputs: Sequence[str | Path], planned: Sequence[dict[str, Path]],
+                    overwrite: bool = False, protected: Iterable[str | Path] = ()) -> None:
+    """Check a run's own files (a summary table, a report page) as :func:`plan_outputs` checks the
+    per-input ones: never an input, a ``protected`` file or a planned output; an existing one only with
+    ``overwrite``."""
+    guarded = {Path(p).resolve(): f"input {p}" for p in inputs}
+    guarded.update({Path(p).resolve(): f"{p} (a label or reference file of the inputs)" for p in protected})
+    guarded.update({path.resolve(): f"{path} (an output of this run)" for files in planned for path in files.values()})
+    _raise_problems([Path(f) for f in files], guarded, overwrite)
+
+
+def _raise_problems(paths: list[Path], guarded: dict[Path, str], overwrite: bool) -> None:
+    """:class:`OutputError` (one line: the first problem and how many more) for outputs that would replace
+    a guarded file, or an existing file without ``overwrite``."""
     problems: list[str] = []
-    for files in plan:
-        for path in files.values():
-            target = path.resolve()  # follows a symlink planted in its place
-            if target in guarded:
-                problems.append(f"{path} would overwrite {guarded[target]}: choose another --out")
-            elif os.path.lexists(path) and not overwrite:
-                kind = "is a symbolic link" if path.is_symlink() else "exists"
-                problems.append(f"{path} {kind} (not written by this run): pass --overwrite to replace it "
-                                "or choose another --out")
+    for path in paths:
+        target = path.resolve()  # follows a symlink planted in its place
+        if target in guarded:
+            problems.append(f"{path} would overwrite {guarded[target]}: choose another --out")
+        elif os.path.lexists(path) and not overwrite:
+            kind = "is a symbolic link" if path.is_symlink() else "exists"
+            problems.append(f"{path} {kind} (not written by this run): pass --overwrite to replace it "
+                            "or choose another --out")
     if problems:
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
         raise OutputError(problems[0] + more)
-    return plan

@@ -14,7 +14,7 @@ from typing import Any, Callable, Sequence
 
 from ..data.errors import ScanFormatError
 from ..data.integrity import check_jaw_size
-from ..data.units import UnitsDecision, check_millimetres, infer_units, rescaled
+from ..data.units import UnitsDecision, check_millimetres, infer_units
 
 
 class InputError(ValueError):
@@ -67,10 +67,11 @@ def load_predict_scan(path: str | Path, jaw: str | None = None) -> Any:  # -> Sc
 
 
 def check_predict_inputs(scans: Sequence[str | Path], jaw: str | None = None, units: str = "auto",
-                         references: Sequence[str | Path] = (), need_jaw: bool = False,
+                         references: Sequence[str | Path | None] = (), need_jaw: bool = False,
                          warn: Callable[[str], None] = print) -> list[PredictInput]:
-    """Read and check every scan (and reference) now; raise :class:`InputError` for the first bad one
-    (counting the others). Unit warnings are passed to ``warn`` once, here."""
+    """Read and check every scan (and reference: one per scan, None for a scan without) now; raise
+    :class:`InputError` for the first bad one (counting the others). Unit warnings are passed to ``warn``
+    once, here."""
     from ..data.teeth3ds import read_labels
 
     if references and len(references) != len(scans):
@@ -87,7 +88,7 @@ def check_predict_inputs(scans: Sequence[str | Path], jaw: str | None = None, un
                                                    "--jaw upper|lower (the 17-class model numbers teeth per jaw)")
             decision = infer_units(scan.vertices, units, path)
             ref = None
-            if references:
+            if references and references[i] is not None:
                 ref = Path(references[i])
                 labels = read_labels(ref, scan.num_vertices)
                 if scan.jaw is not None and labels.jaw != scan.jaw:
@@ -100,12 +101,6 @@ def check_predict_inputs(scans: Sequence[str | Path], jaw: str | None = None, un
         checked.append(PredictInput(path, scan.jaw, decision, scan.num_vertices, ref))
     _raise_collected(problems, "inputs")
     return checked
-
-
-def scan_in_mm(item: PredictInput) -> tuple[Any, Any]:
-    """(the scan as in its file, the scan in mm) for a checked input."""
-    scan = load_predict_scan(item.path, item.jaw)
-    return scan, rescaled(scan, item.units.factor)
 
 
 # ------------------------------------------------------------------------------ data sets

@@ -61,6 +61,12 @@ def jaw_from_name(name: str) -> str | None:
     return found.pop() if len(found) == 1 else None
 
 
+def patient_from_name(name: str) -> str:
+    """The patient id in a scan's name: the name without its jaw (``MSN001_lower`` -> ``MSN001``)."""
+    stem = Path(name).stem if Path(name).suffix.lower() in (".obj", ".ply", ".stl") else str(name)
+    return _JAW_IN_NAME.sub("", stem) or stem
+
+
 def load_scan(path: str | PathLike, labels: str | PathLike | np.ndarray | bool | None = None,
               jaw: str | None = None) -> Scan:
     """Read a mesh (OBJ, PLY or STL) with its labels, checked.
@@ -110,8 +116,7 @@ def load_scan(path: str | PathLike, labels: str | PathLike | np.ndarray | bool |
         fdi = None
         id_patient = None
     if not id_patient:
-        stem = path.stem
-        id_patient = _JAW_IN_NAME.sub("", stem) or stem
+        id_patient = patient_from_name(path.name)
     return Scan(vertices=vertices, faces=faces, labels=fdi, jaw=jaw, id_patient=id_patient, path=path,
                 instances=instances)
 

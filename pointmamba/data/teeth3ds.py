@@ -116,11 +116,12 @@ def instances_from_labels(labels: np.ndarray) -> np.ndarray:
 
 
 def save_labels(path: str | PathLike, labels: np.ndarray, jaw: str, id_patient: str,
-                instances: np.ndarray | None = None) -> Path:
+                instances: np.ndarray | None = None, extra: dict | None = None) -> Path:
     """Write FDI ``labels`` (one per vertex) as a Teeth3DS JSON file, atomically (temp file + rename).
 
-    ``instances`` default: one id per tooth (:func:`instances_from_labels`). Raises ValueError for an
-    unknown jaw or labels that are not valid FDI numbers of that jaw.
+    ``instances`` default: one id per tooth (:func:`instances_from_labels`). ``extra``: more keys after
+    the Teeth3DS ones (readers of the schema ignore them; they may not replace one). Raises ValueError for
+    an unknown jaw or labels that are not valid FDI numbers of that jaw.
     """
     check_jaw(jaw)
     labels = np.asarray(labels)
@@ -134,4 +135,8 @@ def save_labels(path: str | PathLike, labels: np.ndarray, jaw: str, id_patient: 
         raise ValueError(f"save_labels: instances {instances.shape} and labels {labels.shape} differ in shape")
     doc = {"id_patient": str(id_patient), "jaw": jaw, "labels": labels.astype(int).tolist(),
            "instances": instances.astype(int).tolist()}
+    clash = sorted(set(extra or {}) & set(doc))
+    if clash:
+        raise ValueError(f"save_labels: extra keys {clash} would replace Teeth3DS keys")
+    doc.update(extra or {})
     return atomic_write(path, json.dumps(doc).encode())

@@ -44,3 +44,19 @@ def write_synthetic(root: Path, count: int = 3, vertices: int = 3000) -> Path:
     if not (root / "train.txt").is_file():
         write_dataset(root, count=count, n_vertices=vertices, seed=0, progress=False)
     return root
+
+
+def untrained_checkpoint(path: Path, seed: int = 0) -> Path:
+    """An untrained tiny 17-class model saved as a checkpoint: predictions are arbitrary but deterministic,
+    which is all the tools' plumbing tests need."""
+    import torch
+
+    from pointmamba import build_model
+    from pointmamba.config import load_config
+    from pointmamba.training.checkpoint import save_checkpoint
+
+    cfg = load_config(None, TINY_MODEL + ["data.grid_size=0.6"])
+    torch.manual_seed(seed)
+    save_checkpoint({"model": build_model(cfg).state_dict(), "config": {k: v for k, v in cfg.items() if k[0] != "_"}},
+                    path)
+    return path

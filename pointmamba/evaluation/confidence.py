@@ -1,0 +1,230 @@
+"""How sure the model is of each tooth's number, and whether a person should review the scan.
+
+Per tooth (one instance of the segmentation):
+
+* its class posterior ``q`` over the tooth numbers of the scan's jaw: the caller's per-instance posterior
+  where it has one (``instance_probs``: an instance-level numbering's), else the mean of its vertices'
+  probabilities; either way restricted to the jaw's tooth classes and renormalized, so gingiva mass does
+  not lower a tooth's confidence;
+* ``confidence = q[assigned number]``, and the runner-up: the most probable other number, with ``q`` of it;
+* its width along the arch (mm), measured in the canonical frame, against the typical width of its number.
+
+Per scan: the lowest tooth confidence, and ``review`` with one reason per finding (:class:`ReviewRules`):
+
+* a tooth's confidence below ``review_below`` ("tooth 35 (0.52; 34: 0.41)");
+* a number carried by two teeth;
+* a tooth much wider than its number's typical width (two teeth under one number: one looks missing) or
+  much narrower (a fragment: an extra tooth);
+* neighbours along the arch with room for a tooth between them (a missing tooth, or numbers shifted), or
+  a number skipped between neighbours that touch (the skipped tooth is not missing: numbers shifted?);
+* no tooth found.
+
+The thresholds were chosen on validation scans; ``tools/calibrate_confidence.py`` measures them (reliability
+plot, how often a flagged and an unflagged scan were wrong): ``docs/results/confidence/``.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Mapping
+
+import numpy as np
+
+from ..data.fdi import LOWER_FDI, UPPER_FDI, check_jaw, class_to_fdi, fdi_to_class
+from .tooth_decoding import TOOTH_WIDTH_MM
+
+
+@dataclass(frozen=True)
+class ReviewRules:
+    """When a scan is flagged for review (see the module doc); measured in ``docs/results/confidence/``."""
+
+    review_below: float = 0.5  # a tooth whose number has a lower confidence
+    wide: float = 1.6  # a tooth wider than this times its number's typical width ...
+    wide_mm: float = 5.0  # ... and by at least this much (room for a second tooth)
+    narrow: float = 0.35  # a tooth narrower than this times its typical width (a fragment)
+    room: float = 1.6  # neighbours' centroids further apart than this times their typical half-widths' sum
+    touch: float = 1.25  # a number skipped between neighbours closer than this times that sum
+
+
+@dataclass
+class ToothConfidence:
+    """One tooth: its number, how sure, the runner-up, its size."""
+
+    fdi: int
+    instance: int
+    confidence: float
+    runner_up: int
+    runner_up_confidence: float
+    vertices: int
+    width_mm: float | None = None
+
+    def describe(self) -> str:
+        return f"tooth {self.fdi} ({self.confidence:.2f}; {self.runner_up}: {self.runner_up_confidence:.2f})"
+
+
+FINDINGS = ("uncertain", "twice", "wide", "narrow", "room", "skipped", "none")
+"""Kinds of review finding, in the order of the module doc."""
+
+
+@dataclass
+class ScanConfidence:
+    """Every tooth's confidence, the scan's lowest, and the findings that call for review (none: no review):
+    ``findings`` are ``(kind, text)`` pairs, kind one of :data:`FINDINGS`."""
+
+    teeth: list[ToothConfidence]
+    findings: list[tuple[str, str]] = field(default_factory=list)
+    rules: ReviewRules = field(default_factory=ReviewRules)
+
+    @property
+    def reasons(self) -> list[str]:
+        """The findings as text, e.g. ``"tooth 35 (0.52; 34: 0.41)"``."""
+        return [text for _, text in self.findings]
+
+    @property
+    def min_confidence(self) -> float | None:
+        return min((t.confidence for t in self.teeth), default=None)
+
+    @property
+    def review(self) -> bool:
+        return bool(self.findings)
+
+    def tooth(self, fdi: int) -> ToothConfidence | None:
+        return next((t for t in self.teeth if t.fdi == fdi), None)
+
+    def review_line(self, name: str) -> str | None:
+        """``"MSN023_lower: review tooth 35 (0.52; 34: 0.41)"``, or None when nothing needs review."""
+        return f"{name}: review {'; '.join(self.reasons)}" if self.reasons else None
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain data for the prediction's JSON (beside the Teeth3DS keys)."""
+        m = self.min_confidence
+        return {"review": self.review, "findings": [{"kind": k, "text": t} for k, t in self.findings],
+                "min_confidence": None if m is None else round(m, 4),
+                "review_below": self.rules.review_below,
+                "teeth": [{k: (round(v, 4) if isinstance(v, float) else v) for k, v in asdict(t).items()}
+                          for t in self.teeth]}
+
+
+def _arch_index(fdi: int) -> int:
+    """Position along the arch, patient's right to left: quadrants 1/4 -8..-1, quadrants 2/3 1..8."""
+    quadrant, position = divmod(int(fdi), 10)
+    return -position if quadrant in (1, 4) else position
+
+
+def _skipped_between(a: int, b: int) -> list[int]:
+    """The FDI numbers between neighbours ``a`` and ``b`` along the arch (``a`` before ``b``, one jaw)."""
+    right, left = (1, 2) if a < 30 else (4, 3)  # quadrants on the patient's right and left
+    ia, ib = _arch_index(a), _arch_index(b)
+    return [(right if i < 0 else left) * 10 + abs(i) for i in range(ia + 1, ib) if i != 0]
+
+
+def _widths(aligned: np.ndarray, members: list[np.ndarray]) -> list[float]:
+    """Each tooth's extent along the arch (2nd-98th percentile of its vertices projected on the arch's
+    tangent at its centroid) in the canonical frame (crowns +z, incisors +y), mm."""
+    xy = aligned[np.concatenate(members), :2]
+    y_lo, y_hi = np.percentile(xy[:, 1], [2, 98])
+    centre = np.array([np.median(xy[:, 0]), y_lo + 0.3 * (y_hi - y_lo)])  # inside the arch
+    out = []
+    for rows in members:
+        p = aligned[rows, :2] - centre
+        c = p.mean(0)
+        tangent = np.array([c[1], -c[0]]) / max(float(np.linalg.norm(c)), 1e-9)
+        proj = p @ tangent
+        out.append(float(np.percentile(proj, 98) - np.percentile(proj, 2)))
+    return out
+
+
+def scan_confidence(probs: np.ndarray, classes: np.ndarray, instances: np.ndarray, jaw: str,
+                    aligned: np.ndarray | None = None,
+                    instance_probs: Mapping[int, np.ndarray] | None = None,
+                    rules: ReviewRules = ReviewRules()) -> ScanConfidence:
+    """Per-tooth confidence and the scan's review reasons (see the module doc).
+
+    ``probs`` (V, C) per-vertex class probabilities (C = 17 or 33); ``classes`` (V,) the final class of
+    every vertex; ``instances`` (V,) 0 = gingiva, 1..k one per tooth (a tooth's number is its vertices'
+    most common class); ``aligned`` (V, 3) the vertices in the canonical frame in mm (width and spacing
+    checks; skipped without); ``instance_probs`` ``{instance id: (C,) posterior}`` replaces the mean of
+    the vertices' probabilities for the instances it names.
+    """
+    check_jaw(jaw)
+    probs = np.asarray(probs, dtype=np.float64)
+    classes = np.asarray(classes)
+    instances = np.asarray(instances)
+    num_classes = probs.shape[1]
+    if classes.shape != (len(probs),) or instances.shape != (len(probs),):
+        raise ValueError(f"scan_confidence: probs {probs.shape}, classes {classes.shape} and instances "
+                         f"{instances.shape} must agree on the vertex count")
+    jaw_fdi = np.array(UPPER_FDI if jaw == "upper" else LOWER_FDI)
+    tooth_classes = fdi_to_class(jaw_fdi, jaw, num_classes)  # column of each of the jaw's numbers
+    ids = [int(i) for i in np.unique(instances) if i > 0]
+    members = [np.flatnonzero(instances == i) for i in ids]
+    teeth: list[ToothConfidence] = []
+    for inst, rows in zip(ids, members):
+        cls = np.bincount(classes[rows], minlength=num_classes).argmax()
+        row = instance_probs.get(inst) if instance_probs is not None else None
+        q = np.asarray(row, dtype=np.float64) if row is not None else probs[rows].mean(0)
+        q = q[tooth_classes]
+        q = q / max(float(q.sum()), 1e-12)
+        fdi = int(class_to_fdi([cls], jaw, num_classes)[0])
+        if fdi == 0:  # an instance whose vertices are mostly gingiva: no number to be sure of
+            continue
+        own = int(np.flatnonzero(jaw_fdi == fdi)[0])
+        other = q.copy()
+        other[own] = -1.0
+        second = int(other.argmax())
+        teeth.append(ToothConfidence(fdi, inst, float(q[own]), int(jaw_fdi[second]), float(q[second]), len(rows)))
+    if aligned is not None and teeth:
+        by_inst = dict(zip(ids, members))
+        for tooth, width in zip(teeth, _widths(np.asarray(aligned, dtype=np.float64),
+                                               [by_inst[t.instance] for t in teeth])):
+            tooth.width_mm = width
+    teeth.sort(key=lambda t: _arch_index(t.fdi))
+    return ScanConfidence(teeth, review_findings(teeth, jaw, aligned, instances, rules), rules)
+
+
+def review_findings(teeth: list[ToothConfidence], jaw: str, aligned: np.ndarray | None, instances: np.ndarray,
+                    rules: ReviewRules) -> list[tuple[str, str]]:
+    """``(kind, text)`` for every finding that calls for a person's look (see the module doc)."""
+    if not teeth:
+        return [("none", "no tooth found")]
+    reasons = [("uncertain", t.describe()) for t in teeth if t.confidence < rules.review_below]
+    numbers = [t.fdi for t in teeth]
+    reasons += [("twice", f"tooth {f} twice") for f in sorted({f for f in numbers if numbers.count(f) > 1})]
+    if aligned is None:
+        return reasons
+    typical = TOOTH_WIDTH_MM[jaw]
+    for t in teeth:
+        w, expect = t.width_mm, typical[t.fdi % 10 - 1]
+        if w is not None and w > rules.wide * expect and w - expect > rules.wide_mm:
+            reasons.append(("wide", f"tooth {t.fdi} {w:.1f} mm wide (typical {expect:.1f}): two teeth?"))
+        elif w is not None and w < rules.narrow * expect:
+            reasons.append(("narrow", f"tooth {t.fdi} {w:.1f} mm wide (typical {expect:.1f}): a fragment?"))
+    aligned = np.asarray(aligned, dtype=np.float64)
+    centroid = {t.instance: aligned[instances == t.instance, :2].mean(0) for t in teeth}
+    for a, b in zip(teeth, teeth[1:]):
+        if a.fdi == b.fdi:
+            continue
+        gap = float(np.linalg.norm(centroid[a.instance] - centroid[b.instance]))
+        adjacent = (typical[a.fdi % 10 - 1] + typical[b.fdi % 10 - 1]) / 2
+        skipped = _skipped_between(a.fdi, b.fdi)
+        if not skipped and gap > rules.room * adjacent:
+            reasons.append(("room", f"room for a tooth between {a.fdi} and {b.fdi} ({gap:.1f} mm apart, "
+                                    f"typical {adjacent:.1f})"))
+        elif skipped and gap < rules.touch * adjacent:
+            missing = ", ".join(map(str, skipped))
+            reasons.append(("skipped", f"{missing} missing but {a.fdi} and {b.fdi} touch ({gap:.1f} mm apart): "
+                                       "numbers shifted?"))
+    return reasons
+
+
+def tooth_truth(instances: np.ndarray, reference: np.ndarray) -> dict[int, int]:
+    """The reference's majority FDI label on each predicted instance's vertices ({instance: FDI}): a
+    tooth is wrong when it differs from the predicted number (docs/results/confidence/)."""
+    instances = np.asarray(instances)
+    reference = np.asarray(reference)
+    out = {}
+    for inst in np.unique(instances):
+        if inst <= 0:
+            continue
+        values, counts = np.unique(reference[instances == inst], return_counts=True)
+        out[int(inst)] = int(values[counts.argmax()])
+    return out

@@ -1,0 +1,151 @@
+"""The Python API: load a model once, segment scans from files or arrays.
+
+    from pointmamba import Segmenter
+
+    segmenter = Segmenter()                            # the shipped model; Segmenter("best.pth", device="cuda")
+    result = segmenter("scan_lower.obj")               # or segmenter((vertices, faces), jaw="lower", units="mm")
+    print(result.teeth, result.review_line())
+    result.save_json("scan_lower.json")
+
+``tools/predict.py`` is a thin layer over it: the same checks, the same inference, the same files.
+"""
+from __future__ import annotations
+
+import time
+import warnings
+from os import PathLike
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .evaluation.confidence import ReviewRules
+from .segmentation import Segmentation
+
+
+class Segmenter:
+    """A trained model, loaded once, that segments whole scans at full resolution.
+
+    ``checkpoint``: a checkpoint written by ``tools/train.py`` (default: the shipped model, see
+    ``pointmamba/pretrained/MODEL_CARD.md``); ``device``: ``auto`` | ``cpu`` | ``cuda[:N]`` or a
+    ``torch.device``; ``infer``:
+    inference switches over the defaults (``pointmamba.config.INFER_DEFAULTS``), e.g.
+    ``{"graph_cut": False}``; ``rules``: when a scan is flagged for review.
+    """
+
+    def __init__(self, checkpoint: str | PathLike | None = None, device: Any = "auto",
+                 infer: dict[str, Any] | None = None, rules: ReviewRules = ReviewRules()) -> None:
+        from .config import INFER_DEFAULTS, validate
+        from .device import resolve_device
+        from .evaluation.inference import load_trained
+        from .pretrained import resolve_checkpoint
+
+        import torch
+
+        validate({"infer": dict(infer or {})}, {"infer": INFER_DEFAULTS})  # typos fail before the model loads
+        self.device = device if isinstance(device, torch.device) else resolve_device(device, "device")
+        self.checkpoint = resolve_checkpoint(checkpoint)
+        self.model, self.config = load_trained(self.checkpoint, self.device)
+        # inference switches are a prediction-time choice: the current defaults and the caller's, not
+        # whatever the training config held when the checkpoint was written
+        self.config["infer"] = {**INFER_DEFAULTS, **(infer or {})}
+        self.rules = rules
+
+    @property
+    def num_classes(self) -> int:
+        return int(self.config["data"]["num_classes"])
+
+    @property
+    def infer(self) -> dict[str, Any]:
+        """The inference switches in use."""
+        return dict(self.config["infer"])
+
+    def __call__(self, scan: Any, *, jaw: str | None = None, units: str = "auto",
+                 name: str | None = None) -> Segmentation:
+        """Segment ``scan``: a mesh file (OBJ / PLY / STL), ``(vertices, faces)`` arrays, an object with
+        ``.vertices`` and ``.faces`` (a ``trimesh.Trimesh``) or a :class:`~pointmamba.data.Scan`.
+
+        ``jaw`` ``"upper"`` / ``"lower"`` (default: the file name ``*_upper`` / ``*_lower`` or a label file
+        beside it; needed by the 17-class model); ``units`` of the coordinates, ``auto`` (from the scan's
+        size; a rescale is warned about), ``mm``, ``cm`` or ``m``; ``name`` for messages and output names.
+        Bad input raises ValueError naming the file (or ``name``) and what is wrong.
+        """
+        from .data.units import infer_units
+
+        source = self.load(scan, jaw, name)
+        decision = infer_units(source.vertices, units, source.path or source.name)
+        if decision.warning:
+            warnings.warn(decision.warning, stacklevel=2)
+        return self.segment(source, decision)
+
+    def load(self, scan: Any, jaw: str | None = None, name: str | None = None) -> Any:  # -> Scan
+        """The checked :class:`~pointmamba.data.Scan` that ``__call__`` segments (see there)."""
+        from .data.errors import ScanFormatError
+        from .data.integrity import check_jaw_size
+        from .data.mesh import check_mesh
+        from .data.preflight import load_predict_scan
+        from .data.scan import Scan, jaw_from_name, patient_from_name
+        from .data.fdi import check_jaw
+
+        check_jaw(jaw, allow_none=True)
+        if isinstance(scan, (str, PathLike)):
+            out = load_predict_scan(scan, jaw)
+        elif isinstance(scan, Scan):
+            out = scan if jaw is None or scan.jaw == jaw else Scan(scan.vertices, scan.faces, jaw=jaw,
+                                                                   id_patient=scan.id_patient, path=scan.path)
+        elif _is_pair(scan) or (hasattr(scan, "vertices") and hasattr(scan, "faces")):  # e.g. a trimesh.Trimesh
+            what = name or "scan"
+            pair = scan if _is_pair(scan) else (scan.vertices, scan.faces)
+            vertices = np.asarray(pair[0], dtype=np.float64)
+            faces = np.asarray(pair[1])
+            if faces.size and not np.issubdtype(faces.dtype, np.integer):
+                raise ScanFormatError(what, "faces", f"faces must be integer vertex indices, got {faces.dtype}")
+            check_mesh(vertices, faces.astype(np.int64), what)
+            jaw = jaw or jaw_from_name(what)
+            out = Scan(vertices, faces.astype(np.int64), jaw=jaw, id_patient=patient_from_name(what))
+        else:
+            raise TypeError("Segmenter: expected a mesh file path, (vertices, faces), a mesh object with "
+                            f".vertices and .faces, or a Scan, got {type(scan).__name__}")
+        where = out.path or name or out.name
+        check_jaw_size(out.vertices, where)
+        if self.num_classes == 17 and out.jaw is None:
+            raise ScanFormatError(where, "jaw", "jaw unknown: name the file *_upper / *_lower or pass "
+                                                "jaw='upper' | 'lower' (the 17-class model numbers teeth per jaw)")
+        if name is not None:
+            out.meta = {**out.meta, "name": name}
+        return out
+
+    def segment(self, scan: Any, units: Any) -> Segmentation:
+        """Segment a loaded, checked :class:`~pointmamba.data.Scan` (coordinates as in its file) whose
+        units were decided (:class:`~pointmamba.data.units.UnitsDecision`): the path tools take after
+        checking every input up front."""
+        from .data.teeth3ds import instances_from_labels
+        from .data.units import rescaled
+        from .evaluation.confidence import scan_confidence
+        from .evaluation.inference import segment_scan
+
+        t0 = time.perf_counter()
+        in_mm = rescaled(scan, units.factor)
+        pred = segment_scan(self.model, in_mm, self.config, self.device)
+        instances = getattr(pred, "instances", None)  # an instance-level numbering's own, where it has them
+        if instances is None:
+            instances = instances_from_labels(pred.fdi)
+        jaw = scan.jaw or _jaw_of(pred.fdi)  # a 33-class model numbers both jaws: its teeth say which
+        confidence = scan_confidence(pred.probs, pred.classes, instances, jaw, pred.aligned,
+                                     getattr(pred, "instance_probs", None), self.rules)
+        name = scan.meta.get("name") or scan.name
+        return Segmentation(name=name, id_patient=str(scan.id_patient or name), jaw=jaw,
+                            vertices=scan.vertices, faces=scan.faces, aligned=pred.aligned, labels=pred.fdi,
+                            classes=pred.classes, instances=np.asarray(instances), probabilities=pred.probs,
+                            confidence=confidence, units=units, source=Path(scan.path) if scan.path else None,
+                            seconds=time.perf_counter() - t0)
+
+
+def _is_pair(scan: Any) -> bool:
+    return isinstance(scan, (tuple, list)) and len(scan) == 2
+
+
+def _jaw_of(fdi: np.ndarray) -> str:
+    """The jaw most of the predicted tooth vertices belong to (quadrants 1, 2: upper)."""
+    teeth = fdi[fdi > 0]
+    return "upper" if (teeth < 30).sum() >= (teeth >= 30).sum() else "lower"

@@ -25,6 +25,8 @@ class Prediction:
     probs: np.ndarray
     aligned: np.ndarray
     numbering: Any = None  # tooth_numbering.Numbering when infer.instance_numbering is on
+    instances: np.ndarray | None = None  # (V,) 0 gingiva, 1..k one per numbered tooth (with the numbering)
+    instance_probs: dict[int, np.ndarray] | None = None  # instance id -> (C,) posterior of its number
 
 
 def load_trained(checkpoint: str | Path, device: torch.device,
@@ -200,4 +202,10 @@ def segment_scan(model: nn.Module, scan: Any, cfg: dict[str, Any], device: torch
     normals = apply_transform(arrays["normals"].astype(np.float64), transform, direction=True)
     classes, numbering = refine_numbered(probs, aligned, scan.faces, normals, scan.jaw, d["num_classes"], options)
     fdi = class_to_fdi(classes, scan.jaw, d["num_classes"])
-    return Prediction(classes=classes, fdi=fdi, probs=probs, aligned=aligned, numbering=numbering)
+    instances, instance_probs = None, None
+    if numbering is not None:
+        from .tooth_numbering import numbered_instances
+
+        instances, instance_probs = numbered_instances(numbering, classes, d["num_classes"], scan.jaw)
+    return Prediction(classes=classes, fdi=fdi, probs=probs, aligned=aligned, numbering=numbering,
+                      instances=instances, instance_probs=instance_probs)

@@ -342,3 +342,25 @@ def number_teeth(labels: np.ndarray, probs: np.ndarray, aligned: np.ndarray, fac
             cut = np.quantile(along, mu[0] / mu.sum())
             labels[inst.vertices] = np.where(along <= cut, classes[opt[0]], classes[opt[1]])
     return labels, numbering
+
+
+def numbered_instances(numbering: Numbering, labels: np.ndarray, num_classes: int, jaw: str
+                       ) -> tuple[np.ndarray, dict[int, np.ndarray]]:
+    """Per-vertex tooth instances (0 gingiva, 1..k in arch order; an instance split into two teeth
+    gives two) and each one's posterior over the ``num_classes`` classes, from :func:`number_teeth`'s
+    result and final ``labels``."""
+    classes = arch_classes(num_classes, jaw)
+    instances = np.zeros(len(labels), dtype=np.int64)
+    probs: dict[int, np.ndarray] = {}
+    for inst, opt, post in zip(numbering.instances, numbering.options, numbering.posterior):
+        if opt is None:
+            continue
+        row = np.zeros(num_classes)
+        row[0] = post[0]
+        row[classes] = post[1:]
+        for a in range(opt[0], opt[1] + 1):
+            mine = inst.vertices[labels[inst.vertices] == classes[a]]
+            if len(mine):
+                instances[mine] = len(probs) + 1
+                probs[len(probs) + 1] = row
+    return instances, probs

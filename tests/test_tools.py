@@ -76,8 +76,28 @@ def test_test_tool_writes_metrics(tiny_run: tuple[Path, list[str]], tmp_path: Pa
     for key in ("accuracy", "miou", "mdice", "TSA", "TLA", "TIR", "score"):
         assert 0.0 <= overall[key] <= 1.0, key
     assert metrics["per_scan"][0]["name"] == "SYN00002_upper"
-    for name in ("per_scan.csv", "per_class.csv", "confusion.png"):
+    for name in ("per_scan.csv", "per_class.csv", "confusion.png", "summary.md"):
         assert (tmp_path / name).stat().st_size > 0
+    summary = metrics["summary"]
+    assert set(summary) >= {"all", "source synth", "jaw upper"} and summary["all"]["scans"] == 1
+    assert summary["all"]["mean_scan_miou"] == pytest.approx(metrics["per_scan"][0]["miou"])
+    assert "| all | 1 |" in (tmp_path / "summary.md").read_text()
+
+
+def test_removal_check_tool(tiny_run: tuple[Path, list[str]], tmp_path: Path) -> None:
+    from support.tools import run_tool
+
+    work, _ = tiny_run
+    samples = ROOT / "data" / "samples"
+    code, out, err = run_tool("removal_check", "--config", work / "config.yaml", "--checkpoint", work / "last.pth",
+                              "--set", f"data.root={samples}", "data.val_names=[MSN022_upper]",
+                              "infer.mirror_tta=false", "--out", tmp_path / "rc")
+    assert code == 0, err[-3000:]
+    result = json.loads((tmp_path / "rc" / "removal_check.json").read_text())
+    assert result["scans"] == ["MSN022_upper"] and result["summary"]["removals"] == 14
+    assert result["summary"]["teeth_checked"] == 14 * 13
+    rows = (tmp_path / "rc" / "removals.csv").read_text().splitlines()
+    assert rows[0] == "scan,removed,others,changed" and len(rows) == 15
 
 
 def _runtime_probe(env: dict[str, str], torch_first: bool = False) -> dict:

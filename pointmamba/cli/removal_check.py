@@ -1,0 +1,80 @@
+#!/usr/bin/env python3
+"""Tooth-removal check: remove one tooth at a time from complete arches, count how many of the other
+teeth change their number (see pointmamba/evaluation/removal_check.py).
+
+    tools/removal_check.py --config FILE [--checkpoint CKPT] [--split val] [--mode delete|flatten] --out DIR
+                           [--set key=value ...]
+
+Complete arches are those whose reference holds positions 1..7 on both sides. Prediction is the full
+path of tools/predict.py (the ``infer`` section; switch with --set infer.KEY=VALUE). Writes
+DIR/removals.csv (one row per removal), DIR/removal_check.json and DIR/summary.md.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from ._common import add_config_args, parse_args, run_main
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_config_args(parser)
+    parser.add_argument("--checkpoint", help="checkpoint (default: the shipped model)")
+    parser.add_argument("--split", default="val", choices=("train", "val", "test"))
+    parser.add_argument("--mode", default="delete", choices=("delete", "flatten"),
+                        help="delete: cut the tooth's vertices out; flatten: lower its crown onto the gingiva")
+    parser.add_argument("--out", required=True, help="output directory")
+    args = parse_args(parser)
+
+    from tqdm import tqdm
+
+    from pointmamba.atomic_file import atomic_write, write_csv
+    from pointmamba.cli.output_files import check_out_dir, make_out_dir
+    from pointmamba.config import load_config
+    from pointmamba.data import load_scan
+    from pointmamba.data.missing_teeth import arch_is_complete
+    from pointmamba.device import resolve_device
+    from pointmamba.evaluation.inference import load_trained, segment_scan
+    from pointmamba.evaluation.removal_check import check_scan, removal_summary
+    from pointmamba.pretrained import resolve_checkpoint
+    from pointmamba.training.data_builders import build_dataset
+
+    cfg = load_config(args.config, args.overrides)
+    out = Path(args.out)
+    check_out_dir(out)
+    device = resolve_device(cfg["train"]["device"])
+    checkpoint = resolve_checkpoint(args.checkpoint)
+    model, cfg = load_trained(checkpoint, device, config=cfg)
+    dataset = build_dataset(cfg, args.split, train=False)
+    scans = [load_scan(p) for p in dataset.paths]
+    complete = [s for s in scans if s.labels is not None and arch_is_complete(s.labels, s.jaw)]
+    if not complete:
+        raise ValueError(f"split {args.split!r}: no complete arch (positions 1..7 on both sides) to check")
+    removals = []
+    for scan in tqdm(complete, desc="removal check"):
+        removals += check_scan(scan, lambda s: segment_scan(model, s, cfg, device).fdi, args.mode)
+    summary = removal_summary(removals)
+    make_out_dir(out)
+    write_csv(out / "removals.csv", [{"scan": r.scan, "removed": r.tooth, "others": r.others,
+                                      "changed": " ".join(map(str, r.changed))} for r in removals])
+    atomic_write(out / "removal_check.json", json.dumps(
+        {"checkpoint": str(checkpoint), "split": args.split, "mode": args.mode, "infer": cfg.get("infer"),
+         "summary": summary, "scans": [s.name for s in complete]}, indent=2).encode())
+    table = (f"| removals | changing any other tooth | teeth checked | teeth changed |\n|---|---|---|---|\n"
+             f"| {summary['removals']} ({summary['scans']} complete arches) | {summary['removals_changing_any']} "
+             f"({summary['share_of_removals_changing_any']:.1%}) | {summary['teeth_checked']} | "
+             f"{summary['teeth_changed']} ({summary['share_of_teeth_changed']:.1%}) |\n")
+    atomic_write(out / "summary.md", table.encode())
+    print(table)
+    print(f"written: {out / 'removals.csv'}, removal_check.json, summary.md")
+
+
+def cli() -> None:
+    """Entry point of ``pointmamba-removal-check``."""
+    run_main(main)
+
+
+if __name__ == "__main__":
+    cli()

@@ -1,0 +1,91 @@
+"""Tooth-removal invariance: take one tooth out of a complete arch and see whether the others keep their
+numbers. A network that counts teeth from the midline renumbers every tooth behind the gap.
+
+Per complete reference arch (positions 1..7 on both sides), the intact scan is predicted once; then each
+tooth in turn is removed and the scan predicted again. A remaining tooth "changes" when the number most
+of its vertices get differs from the intact prediction's. Removal modes:
+
+* ``delete``: the tooth's vertices and every face touching them are cut out (a hole, as software cuts a
+  tooth out; a real gap has closed gingiva, so this is a lower bound on the problem);
+* ``flatten``: its crown is lowered onto the gingiva around it (the missing-tooth augmentation's
+  geometry, :class:`~pointmamba.data.missing_teeth.MissingTeeth`), the mesh kept whole.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+REMOVAL_MODES = ("delete", "flatten")
+
+
+def tooth_numbers(reference: np.ndarray, predicted: np.ndarray) -> dict[int, int]:
+    """The number each reference tooth carries in ``predicted``: the most common value on its vertices."""
+    out = {}
+    for t in np.unique(reference):
+        if t > 0:
+            values, counts = np.unique(predicted[reference == t], return_counts=True)
+            out[int(t)] = int(values[counts.argmax()])
+    return out
+
+
+def without_tooth(scan: Any, tooth: int, mode: str = "delete") -> Any:
+    """``scan`` with reference tooth ``tooth`` removed (in ``flatten`` mode its vertices stay, labelled
+    gingiva)."""
+    from ..data import Scan
+    from ..data.dataset import preprocess_scan
+    from ..data.mesh import apply_transform
+    from ..data.missing_teeth import MissingTeeth
+
+    if mode not in REMOVAL_MODES:
+        raise ValueError(f"removal mode must be one of {REMOVAL_MODES}, got {mode!r}")
+    gone = scan.labels == tooth
+    if mode == "delete":
+        keep = ~gone
+        new_id = np.cumsum(keep) - 1
+        faces = new_id[scan.faces[keep[scan.faces].all(1)]]
+        return Scan(scan.vertices[keep], faces, scan.labels[keep], scan.jaw, scan.id_patient)
+    transform = preprocess_scan(scan)["transform"]
+    canonical = apply_transform(scan.vertices.astype(np.float64), transform)
+    normals = apply_transform(scan.vertex_normals(), transform, direction=True)
+    flat = MissingTeeth({"ridge_drop_mm": 0.5})
+    moved, _ = flat._flattened(canonical, normals, scan.labels, gone, np.random.default_rng(0))
+    canonical[gone] = moved
+    back = np.linalg.inv(transform)
+    vertices = apply_transform(canonical, back)
+    labels = np.where(gone, 0, scan.labels)
+    return Scan(vertices, scan.faces.copy(), labels, scan.jaw, scan.id_patient)
+
+
+@dataclass
+class Removal:
+    """One tooth removed from one scan: how many of the other teeth changed their number."""
+
+    scan: str
+    tooth: int
+    others: int
+    changed: list[int]  # reference numbers of the teeth whose predicted number changed
+
+
+def check_scan(scan: Any, predict: Callable[[Any], np.ndarray], mode: str = "delete") -> list[Removal]:
+    """Every single-tooth removal of one labelled ``scan``; ``predict(scan) -> FDI per vertex``."""
+    base = tooth_numbers(scan.labels, predict(scan))
+    out = []
+    for tooth in sorted(base):
+        reduced = without_tooth(scan, tooth, mode)
+        after = tooth_numbers(reduced.labels, predict(reduced))
+        changed = [t for t, n in after.items() if n != base[t]]
+        out.append(Removal(scan.name, tooth, len(after), changed))
+    return out
+
+
+def removal_summary(removals: list[Removal]) -> dict[str, Any]:
+    """Totals: removals, those that changed any other tooth (count and share), teeth checked, teeth
+    changed (count and share)."""
+    teeth = sum(r.others for r in removals)
+    changed = sum(len(r.changed) for r in removals)
+    hit = sum(bool(r.changed) for r in removals)
+    return {"scans": len({r.scan for r in removals}), "removals": len(removals), "removals_changing_any": hit,
+            "share_of_removals_changing_any": hit / max(len(removals), 1), "teeth_checked": teeth,
+            "teeth_changed": changed, "share_of_teeth_changed": changed / max(teeth, 1)}

@@ -240,19 +240,25 @@ def _validate_root(value: Any) -> None:
     raise ConfigError(f"config key 'data.root' must be a folder or a non-empty list of folders, got {value!r}")
 
 
-def _validate_missing_teeth(value: Any) -> None:
-    from .data.missing_teeth import DEFAULT_MISSING_TEETH, MissingTeeth
-
+def _validate_switch(name: str, value: Any, schema: dict[str, Any], build: Any, label: str) -> None:
+    """A section that is true, false or a mapping of ``schema``'s keys, whose values ``build`` (the class
+    applying them, raising ``"<label>: ..."``) checks."""
     if isinstance(value, bool):
         return
     if not isinstance(value, dict):
-        raise ConfigError(f"config key 'data.missing_teeth' must be true, false or a mapping with keys "
-                          f"{', '.join(sorted(DEFAULT_MISSING_TEETH))}, got {type(value).__name__} {value!r}")
-    validate(value, dict(DEFAULT_MISSING_TEETH), "data.missing_teeth.")
+        raise ConfigError(f"config key {name!r} must be true, false or a mapping with keys "
+                          f"{', '.join(sorted(schema))}, got {type(value).__name__} {value!r}")
     try:
-        MissingTeeth(value)
+        validate(value, schema, name + ".")
+        build(value)
     except ValueError as exc:
-        raise ConfigError(str(exc).replace("MissingTeeth:", "config key 'data.missing_teeth':")) from None
+        raise ConfigError(str(exc).replace(f"{label}:", f"config key {name!r}:")) from None
+
+
+def _validate_missing_teeth(value: Any) -> None:
+    from .data.missing_teeth import DEFAULT_MISSING_TEETH, MissingTeeth
+
+    _validate_switch("data.missing_teeth", value, dict(DEFAULT_MISSING_TEETH), MissingTeeth, "MissingTeeth")
 
 
 def resolve_missing_teeth(value: Any) -> dict[str, Any] | None:
@@ -263,18 +269,8 @@ def resolve_missing_teeth(value: Any) -> dict[str, Any] | None:
 
 
 def _validate_augment(value: Any) -> None:
-    from .data.augment import DEFAULT_AUGMENT
-
-    if isinstance(value, bool):
-        return
-    if not isinstance(value, dict):
-        raise ConfigError(f"config key 'data.augment' must be true, false or a mapping with keys "
-                          f"{', '.join(sorted(DEFAULT_AUGMENT))}, got {type(value).__name__} {value!r}")
-    try:
-        validate(value, augment_defaults(), "data.augment.")
-        resolve_augment(value)  # value checks (ranges, modes) by the class that applies them
-    except ValueError as exc:
-        raise ConfigError(str(exc).replace("Augment:", "config key 'data.augment':")) from None
+    # resolve_augment: value checks (ranges, modes) by the class that applies them
+    _validate_switch("data.augment", value, augment_defaults(), resolve_augment, "Augment")
 
 
 def augment_defaults() -> dict[str, Any]:

@@ -140,14 +140,17 @@ start() {
             > "$STATE/logs/build_$name.log" 2>&1 < /dev/null & echo $! > "$STATE/build_$name.pid")
     done
 
-    check_in_background torch --scans "$STATE/scans"
+    # cpu-torch (the CPU's torch backends against numba) needs no GPU: the test suite measures it
+    check_in_background torch --where cpu-auto cuda-torch cuda-ext --scans "$STATE/scans"
     wait_for "$STATE/check_torch.pid" || true
     collect
 }
 
 extensions() {
     [ -d "$STATE/site" ] || { echo "error: $STATE missing: 'start' has not run on this machine (a fresh one?)" >&2; exit 1; }
-    if [ -f "$CARRY/spconv/spconv-site.tar.xz" ]; then
+    if [ -d "$SITE/spconv" ]; then
+        say "spconv is in $SITE already"
+    elif [ -f "$CARRY/spconv/spconv-site.tar.xz" ]; then
         say "spconv into $SITE (cumm is there since 'start')"
         tar -xJf "$CARRY/spconv/spconv-site.tar.xz" -C "$SITE"
     else

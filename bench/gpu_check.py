@@ -685,7 +685,7 @@ REFERENCE_IN_USE = [REFERENCE]  # the CPU backends of references and CPU predict
 # ---------------------------------------------------------------------------------------------- speed and memory
 def throughput_checks(size: Sizes) -> list[tuple[str, str]]:
     k = size.throughput_vertices // 1000
-    return [("speed", f"training step, 4 jaws x {k}k points, bf16 AMP"), ("memory", f"peak GPU memory, training step")]
+    return [("speed", f"training step, 4 jaws x {k}k points, bf16 AMP"), ("memory", "peak GPU memory, training step")]
 
 
 def throughput_rows(where: Where, size: Sizes) -> list[Row]:

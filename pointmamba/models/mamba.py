@@ -21,7 +21,11 @@ class _NarrowInputLinear(torch.autograd.Function):
     """``F.linear(x, weight)`` for a narrow x (rows, r) with r = dt_rank (2-16), and a backward whose
     matmuls have the wide operand on the right: torch's default ``grad.t() @ x`` for the weight gradient
     ran at 2-7 GFLOP/s on these shapes (CPU, (256 x 6156) @ (6156 x 8): 2.7 ms) vs ``(x.t() @ grad).t()``
-    0.4 ms; likewise for the input gradient. About 0.06 s of a 16k-point training step."""
+    0.4 ms; likewise for the input gradient. About 0.06 s of a 16k-point training step.
+
+    Under autocast the forward's matmul runs in bf16 while the saved x and weight keep their own dtypes:
+    the backward computes in the gradient's dtype, as autocast's own linear does (autograd casts each
+    returned gradient to its input's dtype)."""
 
     @staticmethod
     def forward(ctx, x: Tensor, weight: Tensor) -> Tensor:  # noqa: ANN001
@@ -31,7 +35,7 @@ class _NarrowInputLinear(torch.autograd.Function):
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad: Tensor) -> tuple[Tensor | None, Tensor | None]:  # noqa: ANN001
-        x, weight = ctx.saved_tensors
+        x, weight = (t.to(grad.dtype) for t in ctx.saved_tensors)
         grad_x = (weight.t() @ grad.t()).t() if ctx.needs_input_grad[0] else None
         grad_w = (x.t() @ grad).t() if ctx.needs_input_grad[1] else None
         return grad_x, grad_w
@@ -40,19 +44,21 @@ class _NarrowInputLinear(torch.autograd.Function):
 class _SplitInProj(torch.autograd.Function):
     """``F.linear(h, weight, bias).chunk(2, -1)`` whose backward writes the two halves' gradients into
     their places instead of concatenating them (autograd's chunk backward): the concatenation of two
-    (rows, d_inner) gradients was ~4 ms per Mamba call at 16k points."""
+    (rows, d_inner) gradients was ~4 ms per Mamba call at 16k points. Under autocast the backward computes
+    in the dtype the forward's matmul ran in (see ``_NarrowInputLinear``)."""
 
     @staticmethod
     def forward(ctx, h: Tensor, weight: Tensor, bias: Tensor | None) -> tuple[Tensor, Tensor]:  # noqa: ANN001
         ctx.save_for_backward(h, weight)
         ctx.has_bias = bias is not None
         x, z = F.linear(h, weight, bias).chunk(2, dim=-1)
+        ctx.dtype = x.dtype
         return x, z
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, gx: Tensor | None, gz: Tensor | None) -> tuple[Tensor | None, ...]:  # noqa: ANN001
-        h, weight = ctx.saved_tensors
+        h, weight = (t.to(ctx.dtype) for t in ctx.saved_tensors)
         half = weight.shape[0] // 2
         flat = h.reshape(-1, h.shape[-1])
         grads = [g.reshape(-1, half) if g is not None else None for g in (gx, gz)]

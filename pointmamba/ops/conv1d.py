@@ -35,7 +35,8 @@ def causal_conv1d(x: Tensor, weight: Tensor, bias: Tensor | None = None, activat
     if chosen == "causal_conv1d":
         # The Mamba block passes a channel-last view; causal-conv1d would take it on its channel-last path,
         # which no machine here could test. A copy to its standard (batch, dim, L) layout is cheap on a GPU.
-        return backend.extension("conv1d")(x.contiguous(), weight, bias, activation)
+        # activation by keyword: causal_conv1d_fn's 4th parameter is seq_idx (since causal-conv1d 1.2).
+        return backend.extension("conv1d")(x.contiguous(), weight, bias, activation=activation)
     if chosen == "torch":
         return _causal_conv1d_torch(x, weight, bias, activation is not None)
     return _causal_conv1d_cpu(x, weight, bias, activation is not None)

@@ -40,7 +40,7 @@ from ..atomic_file import atomic_write, save_figure, write_csv
 from ..config import flatten
 from ._common import run_main
 from .ablation_diagnostics import claim_lines, diagnostics_lines, diagnostics_rows, line_style, plot_diagnostics
-from ..training.work_dir import read_metrics as read_metric_lines
+from ..training.work_dir import read_metrics as read_metric_lines, resume_checkpoint
 from .ablation_table import format_pm, mean_std
 
 TRAIN_MODULE = "pointmamba.cli.train"  # run as python -m, from this package
@@ -100,7 +100,7 @@ def plan_run(config: Path, out: Path, overrides: list[str], seed: int | None = N
                             "config": config, "dir": work, "epochs": epochs, "cfg": cfg, "overrides": overrides}
     records = read_metrics(work / "metrics.jsonl")
     saved = work / "config.yaml"
-    if saved.is_file() and (records or (work / "last.pth").is_file()):
+    if saved.is_file() and (records or resume_checkpoint(work) is not None):
         diff = _config_diff(yaml.safe_load(saved.read_text()) or {}, cfg)
         if diff:
             raise ValueError(
@@ -125,11 +125,11 @@ def train_run(info: dict[str, Any], python: str, threads: int | None = None, log
     cmd = [python, "-m", TRAIN_MODULE, "--config", str(info["config"]), "--work-dir", str(work)]
     if info["overrides"]:
         cmd += ["--set", *info["overrides"]]
-    if (work / "last.pth").is_file():
+    if resume_checkpoint(work) is not None:  # last.pth, or best.pth of a run killed between its first two saves
         cmd.append("--resume")
         print(f"[ablate] {name}: resuming after epoch {records[-1]['epoch'] if records else '?'} of {epochs}", flush=True)
     else:
-        cmd.append("--overwrite")  # remains of a run that died before its first last.pth (metric lines, a best.pth)
+        cmd.append("--overwrite")  # remains of a run that died before its first checkpoint (metric lines)
         print(f"[ablate] {name}: training {epochs} epochs -> {work}", flush=True)
     print("[ablate] $ " + " ".join(cmd), flush=True)
     env = dict(os.environ)

@@ -106,12 +106,6 @@ def check_previous_run(work_dir: str | Path, resume: bool, overwrite: bool) -> N
                            "or --overwrite to replace it (or choose another --work-dir)")
 
 
-def check_work_dir(work_dir: str | Path, resume: bool, overwrite: bool) -> None:
-    """Raise :class:`WorkDirError` (one line) unless training may start in ``work_dir``; reads only."""
-    check_work_dir_path(work_dir, resume, overwrite)
-    check_previous_run(work_dir, resume, overwrite)
-
-
 class WorkDirLock:
     """An exclusive ``flock`` on ``<work_dir>/.train.lock``, held until :meth:`release` or the process ends."""
 

@@ -202,7 +202,6 @@ def test_large_scans_show_each_step(ckpt: Path, tmp_path: Path, monkeypatch) -> 
     monkeypatch.setattr(predict_module, "LARGE_SCAN_VERTICES", 1000, raising=False)  # the sample as a large scan
     code, _, err = predict(ckpt, SAMPLE, "--out", tmp_path / "o")
     assert code == 0, err
-    steps = ["preprocessing", "network, 2 views", "decoding teeth along the arch", "graph cut", "relabelling teeth",
-             "writing results"]
+    steps = ["preprocessing", "network, 2 views", "graph cut", "numbering teeth", "writing results"]
     lines = [ln for ln in err.splitlines() if ln.startswith(f"{SAMPLE}: ") and ln.endswith(" s)")]
     assert [ln.split(": ", 1)[1].rsplit(" (", 1)[0] for ln in lines] == steps

@@ -153,8 +153,8 @@ def plan_outputs(inputs: Sequence[str | Path], out: str | Path, suffixes: Sequen
         scan = labelled_scan(out, stem)
         if scan is not None:
             never = "(never replaced, not even with --overwrite)"
-            guarded[(out / f"{stem}.json").resolve()] = f"the ground truth of the labelled scan {scan} {never}"
-            guarded[scan.resolve()] = f"the labelled scan {scan} {never}"
+            guarded.setdefault((out / f"{stem}.json").resolve(), f"the ground truth of the labelled scan {scan} {never}")
+            guarded.setdefault(scan.resolve(), f"the labelled scan {scan} {never}")
     plan = [{sfx: out / f"{stem}{sfx}" for sfx in suffixes} for stem in stems]
     _raise_problems([path for files in plan for path in files.values()], guarded, overwrite)
     return plan

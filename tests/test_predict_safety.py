@@ -193,6 +193,15 @@ def test_each_input_is_read_once_and_warned_about_once(ckpt: Path, tmp_path: Pat
     assert len(reads) == 1
     assert sum("the file ends without a newline" in str(w.message) for w in caught) == 1
 
+    import pointmamba.data.preflight as preflight  # beyond the memory budget: read again, warned once
+
+    monkeypatch.setattr(preflight, "KEEP_VERTICES", 0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        code, _, err = predict(ckpt, scan, "--out", tmp_path / "o2", "--set", "infer.graph_cut=false")
+    assert code == 0 and len(reads) == 3
+    assert sum("the file ends without a newline" in str(w.message) for w in caught) == 1
+
 
 def test_large_scans_show_each_step(ckpt: Path, tmp_path: Path, monkeypatch) -> None:
     """A 3.2M-vertex scan ran over 3 minutes showing nothing (1.3M vertices here: network 64 s, graph cut
@@ -202,6 +211,7 @@ def test_large_scans_show_each_step(ckpt: Path, tmp_path: Path, monkeypatch) -> 
     monkeypatch.setattr(predict_module, "LARGE_SCAN_VERTICES", 1000, raising=False)  # the sample as a large scan
     code, _, err = predict(ckpt, SAMPLE, "--out", tmp_path / "o")
     assert code == 0, err
-    steps = ["preprocessing", "network, 2 views", "graph cut", "numbering teeth", "writing results"]
+    steps = ["preprocessing", "network, 2 views", "graph cut", "numbering teeth", "writing results",
+             "drawing the picture"]
     lines = [ln for ln in err.splitlines() if ln.startswith(f"{SAMPLE}: ") and ln.endswith(" s)")]
     assert [ln.split(": ", 1)[1].rsplit(" (", 1)[0] for ln in lines] == steps

@@ -118,6 +118,8 @@ def main() -> None:
         result.save_json(files[".json"])
         result.save_ply(files[".ply"])
         ref = item.reference_labels  # read (and checked) once, by the check
+        if progress:
+            progress("drawing the picture")
         result.save_png(files[".png"], reference=ref)
         if args.export_teeth:
             written = set(result.save_teeth(out, stem))

@@ -67,14 +67,23 @@ def save_figure(fig: Any, path: str | PathLike, **kwargs: Any) -> Path:
     return path
 
 
-def write_csv(path: str | PathLike, rows: list[dict[str, Any]]) -> Path:
-    """Rows of dicts as a CSV file, atomically; columns from the first row, None as an empty cell."""
+def write_csv(path: str | PathLike, rows: list[dict[str, Any]], fieldnames: list[str] | None = None) -> Path:
+    """Rows of dicts as a CSV file, atomically; columns ``fieldnames`` (default: the first row's), None as an
+    empty cell."""
     import csv
     import io
 
     buf = io.StringIO(newline="")
-    writer = csv.DictWriter(buf, fieldnames=list(rows[0]) if rows else [])
+    writer = csv.DictWriter(buf, fieldnames=fieldnames or (list(rows[0]) if rows else []))
     writer.writeheader()
     for row in rows:
         writer.writerow({k: ("" if v is None else v) for k, v in row.items()})
     return atomic_write(path, buf.getvalue().encode("utf-8"))
+
+
+def append_text(path: str | PathLike, text: str) -> None:
+    """Append ``text`` to a log file (created with the umask's mode), never through a symbolic link at
+    ``path`` (``O_NOFOLLOW``: a planted link is an error, not a write into the file it points to)."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+    with os.fdopen(fd, "a") as fh:
+        fh.write(text)

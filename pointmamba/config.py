@@ -150,13 +150,29 @@ class ConfigError(ValueError):
     """A config file or override that does not fit the schema."""
 
 
+def _parse_yaml(text: str, where: str) -> Any:
+    """YAML text -> data; ConfigError naming ``where`` for malformed, unreadable or absurdly nested text."""
+    try:
+        return _yaml(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{where}: malformed YAML: {exc}") from None
+    except RecursionError:  # the parser recurses per level: [[[[...]]]] thousands deep
+        raise ConfigError(f"{where}: a value is nested too deeply (lists or mappings thousands of levels "
+                          "inside each other)") from None
+    except ValueError as exc:  # e.g. a date like 2024-13-45, an integer of more than 4300 digits
+        raise ConfigError(f"{where}: unreadable value: {exc}") from None
+
+
 def _read_yaml(path: Path) -> dict[str, Any]:
     if not path.is_file():
         raise ConfigError(f"config file not found: {path}")
+    raw = path.read_bytes()
     try:
-        data = _yaml(path.read_text())
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: malformed YAML: {exc}") from exc
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start}): save the "
+                          "file as UTF-8") from None
+    data = _parse_yaml(text, str(path))
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -169,9 +185,15 @@ def _load_file(path: Path, seen: tuple[Path, ...] = ()) -> dict[str, Any]:
     if path in seen:
         raise ConfigError(f"{path}: circular _base_ inheritance")
     data = _read_yaml(path)
-    bases = data.pop("_base_", [])
-    if isinstance(bases, str):
+    bases = data.pop("_base_", None)
+    if bases is None:
+        bases = []
+    elif isinstance(bases, str):
         bases = [bases]
+    if not isinstance(bases, list) or not all(isinstance(b, str) and b for b in bases):
+        text = repr(bases)
+        raise ConfigError(f"{path}: _base_ must be a file name or a list of file names, got "
+                          f"{text[:80] + '...' if len(text) > 80 else text}")
     merged: dict[str, Any] = {}
     for base in bases:
         merged = merge(merged, _load_file(path.parent / base, seen + (path,)))
@@ -322,39 +344,56 @@ def validate(cfg: dict[str, Any], schema: dict[str, Any], where: str = "") -> No
             )
 
 
+def resolve_config(user: dict[str, Any], where: str) -> dict[str, Any]:
+    """Defaults <- ``user`` (a config as read from a file, or a checkpoint's stored config), validated: known
+    keys and types, the rules between keys, value ranges. Raises ConfigError in one line starting with
+    ``where`` (the file, or ``<overrides>``)."""
+    from .config_ranges import range_errors
+
+    cfg = defaults()
+    try:
+        validate(user, cfg)
+        cfg = merge(cfg, user)
+        want = 7 if cfg["data"]["jaw_feature"] else 6
+        if cfg["model"]["in_channels"] != want:
+            raise ConfigError(f"model.in_channels must be {want} with data.jaw_feature="
+                              f"{str(cfg['data']['jaw_feature']).lower()} (coords + normals{' + jaw' if want == 7 else ''}), "
+                              f"got {cfg['model']['in_channels']}")
+        if cfg["model"]["num_classes"] != cfg["data"]["num_classes"]:
+            raise ConfigError(f"model.num_classes ({cfg['model']['num_classes']}) must equal data.num_classes "
+                              f"({cfg['data']['num_classes']}): the head predicts the data's classes")
+        if errors := range_errors(cfg):  # "train.batch_size must be >= 1", not the library's message later
+            raise ConfigError(errors[0])
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+    except RecursionError:  # a crafted checkpoint's config can nest a value far deeper than YAML allows
+        raise ConfigError(f"{where}: a value is nested too deeply") from None
+    return cfg
+
+
 def load_config(path: str | Path | None = None, overrides: Iterable[str] = ()) -> dict[str, Any]:
     """Defaults <- file (with its bases) <- overrides, validated. Returns a plain nested dict."""
-    cfg = defaults()
     user: dict[str, Any] = {}
     if path is not None:
         user = _load_file(Path(path))
     for item in overrides:
         user = merge(user, parse_override(item))
-    try:
-        validate(user, cfg)
-    except ConfigError as exc:
-        raise ConfigError(f"{path if path is not None else '<overrides>'}: {exc}") from None
-    cfg = merge(cfg, user)
-    want = 7 if cfg["data"]["jaw_feature"] else 6
-    if cfg["model"]["in_channels"] != want:
-        raise ConfigError(f"{path if path is not None else '<overrides>'}: model.in_channels must be {want} with "
-                          f"data.jaw_feature={str(cfg['data']['jaw_feature']).lower()} (coords + normals"
-                          f"{' + jaw' if want == 7 else ''}), got {cfg['model']['in_channels']}")
-    if cfg["model"]["num_classes"] != cfg["data"]["num_classes"]:
-        raise ConfigError(f"{path if path is not None else '<overrides>'}: model.num_classes "
-                          f"({cfg['model']['num_classes']}) must equal data.num_classes ({cfg['data']['num_classes']}): "
-                          "the head predicts the data's classes")
-    from .config_ranges import range_errors
-
-    if errors := range_errors(cfg):  # "train.batch_size must be >= 1", not the library's message later
-        raise ConfigError(f"{path if path is not None else '<overrides>'}: {errors[0]}")
+    cfg = resolve_config(user, str(path) if path is not None else "<overrides>")
     if cfg["work_dir"] is None:
         cfg["work_dir"] = str(Path("work_dirs") / (Path(path).stem if path is not None else "default"))
     cfg["_config_path"] = str(path) if path is not None else None
     return cfg
 
 
+def resolve_infer(infer: dict[str, Any] | None, where: str = "infer") -> dict[str, Any]:
+    """The whole ``infer`` section: ``INFER_DEFAULTS`` <- ``infer``, checked as a config file's is (types
+    and ranges; ConfigError in one line starting with ``where`` and naming the key)."""
+    return resolve_config({"infer": {} if infer is None else infer}, where)["infer"]
+
+
 def dump_config(cfg: dict[str, Any], path: str | Path) -> None:
     """Write the resolved config as YAML (kept beside checkpoints for reproducibility)."""
+    from .atomic_file import atomic_write
+
     clean = {k: v for k, v in cfg.items() if not k.startswith("_")}
-    Path(path).write_text(yaml.safe_dump(clean, sort_keys=False))
+    atomic_write(path, yaml.safe_dump(clean, sort_keys=False).encode())

@@ -15,7 +15,7 @@ import time
 import warnings
 from os import PathLike
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -35,20 +35,20 @@ class Segmenter:
 
     def __init__(self, checkpoint: str | PathLike | None = None, device: Any = "auto",
                  infer: dict[str, Any] | None = None, rules: ReviewRules = ReviewRules()) -> None:
-        from .config import INFER_DEFAULTS, validate
+        from .config import resolve_infer
         from .device import resolve_device
         from .evaluation.inference import load_trained
         from .pretrained import resolve_checkpoint
 
         import torch
 
-        validate({"infer": dict(infer or {})}, {"infer": INFER_DEFAULTS})  # typos fail before the model loads
+        infer = resolve_infer(infer)  # typos and out-of-range values fail before the model loads
         self.device = device if isinstance(device, torch.device) else resolve_device(device, "device")
         self.checkpoint = resolve_checkpoint(checkpoint)
         self.model, self.config = load_trained(self.checkpoint, self.device)
         # inference switches are a prediction-time choice: the current defaults and the caller's, not
         # whatever the training config held when the checkpoint was written
-        self.config["infer"] = {**INFER_DEFAULTS, **(infer or {})}
+        self.config["infer"] = infer
         self.rules = rules
 
     @property
@@ -115,10 +115,10 @@ class Segmenter:
             out.meta = {**out.meta, "name": name}
         return out
 
-    def segment(self, scan: Any, units: Any) -> Segmentation:
+    def segment(self, scan: Any, units: Any, progress: Callable[[str], None] | None = None) -> Segmentation:
         """Segment a loaded, checked :class:`~pointmamba.data.Scan` (coordinates as in its file) whose
         units were decided (:class:`~pointmamba.data.units.UnitsDecision`): the path tools take after
-        checking every input up front."""
+        checking every input up front. ``progress`` is told each step as it starts."""
         from .data.teeth3ds import instances_from_labels
         from .data.units import rescaled
         from .evaluation.confidence import scan_confidence
@@ -126,7 +126,7 @@ class Segmenter:
 
         t0 = time.perf_counter()
         in_mm = rescaled(scan, units.factor)
-        pred = segment_scan(self.model, in_mm, self.config, self.device)
+        pred = segment_scan(self.model, in_mm, self.config, self.device, progress)
         instances = getattr(pred, "instances", None)  # an instance-level numbering's own, where it has them
         if instances is None:
             instances = instances_from_labels(pred.fdi)

@@ -90,3 +90,95 @@ def test_corrupt_and_foreign_files_still_get_clear_errors(tmp_path: Path) -> Non
     (tmp_path / "cut.pth").write_bytes(data[: len(data) // 2])
     with pytest.raises(CheckpointError, match=r"cut.pth: not a readable checkpoint"):
         load_checkpoint(tmp_path / "cut.pth")
+
+
+# ------------------------------------------------------------------------------ crafted files with no code in them
+SAMPLE = Path(__file__).resolve().parents[1] / "data" / "samples" / "MSN022" / "MSN022_upper.obj"
+
+
+@pytest.fixture(scope="module")
+def tiny_state() -> dict:
+    from pointmamba import build_model
+
+    from support.tiny import TINY_MODEL
+
+    cfg = load_config(None, TINY_MODEL + ["data.grid_size=0.6"])
+    torch.manual_seed(0)
+    return {"model": build_model(cfg).state_dict(), "config": {k: v for k, v in cfg.items() if k[0] != "_"}}
+
+
+def crafted(tiny_state: dict, path: Path, weights=None, **config_edits) -> Path:
+    import copy
+
+    state = copy.deepcopy(tiny_state)
+    for name, fn in (weights or {}).items():
+        state["model"][name] = fn(state["model"][name])
+    for section, change in config_edits.items():
+        if change is None:
+            state["config"].pop(section)
+        else:
+            state["config"][section].update(change)
+    save_checkpoint(state, path)
+    return path
+
+
+def test_non_finite_weights_are_refused_in_one_line(tiny_state: dict, tmp_path: Path) -> None:
+    """NaN weights used to abort predict natively in the graph cut (GCException, exit code 134)."""
+    first = next(k for k, v in tiny_state["model"].items() if v.is_floating_point())
+    for value in (float("nan"), float("inf")):
+        bad = crafted(tiny_state, tmp_path / "bad.pth", {first: lambda w, v=value: w * v})
+        with pytest.raises(CheckpointError, match=rf"bad.pth: weight '{first}' holds \d+ NaN or infinite value"):
+            load_checkpoint(bad)
+    code, _, err = run_tool("predict", SAMPLE, "--checkpoint", bad, "--out", tmp_path / "o")
+    assert code == 2 and "NaN or infinite" in err and "Traceback" not in err
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("edits, message", [
+    ({"model": {"enc_channels": [1e6, 1e6]}}, "'model.enc_channels' must be a list of integers in [1, 4096]"),
+    ({"model": {"d_state": -3}}, "'model.d_state' must be in [1, 256], got -3"),
+    ({"data": None}, "its stored config has no 'data' section"),
+    ({"infer": {"graph_cut_smoothing": float("nan")}}, "'infer.graph_cut_smoothing' must be in [0, 1000]"),
+])
+def test_a_crafted_stored_config_is_checked_like_a_config_file(tiny_state: dict, tmp_path: Path, edits, message) -> None:
+    """Before: a traceback (the first after allocating 3.2 GB for a million channels per stage)."""
+    bad = crafted(tiny_state, tmp_path / "crafted.pth", **edits)
+    with pytest.raises(CheckpointError) as info:
+        load_trained(bad, torch.device("cpu"))
+    assert str(info.value).startswith(f"{bad}: ") and message in str(info.value) and "\n" not in str(info.value)
+    code, _, err = run_tool("predict", SAMPLE, "--checkpoint", bad, "--out", tmp_path / "o")
+    assert code == 2 and message in err and "Traceback" not in err
+
+
+def test_resume_from_a_model_file_names_what_is_missing(tiny_state: dict, tmp_path: Path) -> None:
+    """A compact model file (weights and config only) as last.pth: before, a KeyError traceback."""
+    from pointmamba.training.trainer import Trainer as Train
+
+    from support.tiny import tiny_overrides, write_synthetic
+
+    synth = write_synthetic(tmp_path / "synth")
+    work = tmp_path / "w"
+    cfg = load_config(None, tiny_overrides(synth, work))
+    work.mkdir()
+    save_checkpoint({"model": tiny_state["model"], "config": cfg}, work / "last.pth")
+    with pytest.raises(CheckpointError, match=r"last.pth: cannot resume from it: no 'optimizer' entry"):
+        Train(cfg, resume=True)
+
+
+def test_export_never_replaces_its_input_or_an_existing_file(tiny_state: dict, tmp_path: Path) -> None:
+    """export_model --out equal to its checkpoint replaced the training checkpoint; any file was overwritten."""
+    ckpt = crafted(tiny_state, tmp_path / "run.pth")
+    before = ckpt.read_bytes()
+    other = tmp_path / "notes.txt"
+    other.write_text("mine")
+    link = tmp_path / "link.pth"
+    link.symlink_to(ckpt)
+    for out, message in ((ckpt, "is the input"), (link, "is the input"), (other, "exists: pass --overwrite"),
+                         (tmp_path, "is a directory"), (other / "m.pth", "is a file, not a directory")):
+        code, _, err = run_tool("export_model", ckpt, "--out", out)
+        assert code == 2 and message in err and "Traceback" not in err, err
+    code, _, err = run_tool("export_model", ckpt, "--out", link, "--overwrite")  # not even when asked
+    assert code == 2 and "is the input" in err
+    assert ckpt.read_bytes() == before and other.read_text() == "mine"
+    code, _, err = run_tool("export_model", ckpt, "--out", other, "--overwrite")
+    assert code == 0 and load_checkpoint(other)["format"] == "pointmamba-compact-1"

@@ -73,3 +73,25 @@ def test_model_and_data_num_classes_must_agree() -> None:
         load_config(None, ["model.num_classes=33"])
     cfg = load_config(None, ["model.num_classes=33", "data.num_classes=33"])
     assert cfg["model"]["num_classes"] == cfg["data"]["num_classes"] == 33
+
+
+@pytest.mark.parametrize("text, message", [
+    ("_base_: 5\n", "_base_ must be a file name or a list of file names, got 5"),
+    ("_base_: [[a.yaml]]\n", "_base_ must be a file name or a list of file names, got [['a.yaml']]"),
+    ("train:\n  betas: " + "[" * 5000 + "]" * 5000 + "\n", "nested too deeply"),
+    ("train:\n  epochs: 2024-13-45\n", "unreadable value"),
+])
+def test_odd_yaml_is_one_line_naming_the_file(tmp_path: Path, text: str, message: str) -> None:
+    bad = write(tmp_path / "odd.yaml", text)
+    with pytest.raises(ConfigError) as info:
+        load_config(bad)
+    assert str(info.value).startswith(f"{bad}: ") and message in str(info.value) and "\n" not in str(info.value)
+
+
+def test_non_utf8_config_names_the_file_and_byte(tmp_path: Path) -> None:
+    bad = tmp_path / "latin1.yaml"
+    bad.write_bytes("# Zähne\ntrain:\n  epochs: 2\n".encode("latin-1"))
+    with pytest.raises(ConfigError, match=r"latin1.yaml: not UTF-8 text \(byte 0xe4 at offset 3\)"):
+        load_config(bad)
+    write(tmp_path / "null_base.yaml", "_base_:\ntrain:\n  epochs: 2\n")  # an empty _base_ is no base
+    assert load_config(tmp_path / "null_base.yaml")["train"]["epochs"] == 2

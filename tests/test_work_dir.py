@@ -126,3 +126,133 @@ def test_best_checkpoint_survives_a_kill_between_the_two_saves(tmp_path: Path, s
     assert load_checkpoint(work / "best.pth")["epoch"] == 3 == load_checkpoint(work / "last.pth")["epoch"]
     assert [json.loads(ln)["epoch"] for ln in (work / "metrics.jsonl").read_text().splitlines()] == [1, 2, 3]
     assert "saved best.pth, last.pth" in (work / "train.log").read_text()
+
+
+# ------------------------------------------------------------------------------ second round
+def train_cli(tmp_path: Path, *args) -> tuple[int, str, str]:
+    """tools/train.py with an empty config file and ``args``."""
+    config = tmp_path / "empty.yaml"
+    config.write_text("")
+    return run_tool("train", "--config", config, *args)
+
+
+def test_one_training_per_work_dir(tmp_path: Path, synth: Path) -> None:
+    """Two trainings started in one work dir both ran, mixing metrics, logs and checkpoints. The first
+    holds an flock; the second stops in one line; a closed or failed run releases it."""
+    work = tmp_path / "w"
+    cfg = load_config(None, tiny_overrides(synth, work, epochs=1))
+    first = Trainer(cfg)
+    try:
+        with pytest.raises(WorkDirError, match=rf"work dir {work} is in use by another training \(pid \d+\)"):
+            Trainer(cfg)
+        code, _, err = train_cli(tmp_path, "--set", *tiny_overrides(synth, work))
+        assert code == 2 and "in use by another training" in err
+    finally:
+        first.close()
+    with pytest.raises(WorkDirError, match="nothing to resume"):  # a failed start releases the lock too
+        Trainer(load_config(None, tiny_overrides(synth, tmp_path / "w2")), resume=True)
+    Trainer(load_config(None, tiny_overrides(synth, tmp_path / "w2"))).close()
+    Trainer(cfg, overwrite=True).close()
+
+
+def test_overwrite_removes_only_what_a_run_writes(tmp_path: Path, synth: Path) -> None:
+    """--overwrite deleted the whole tb/ folder, files it did not write included (and left the old run's
+    diagnostics.jsonl to be appended to)."""
+    work = tmp_path / "w"
+    previous_run(work)
+    (work / "diagnostics.jsonl").write_text('{"step": 1}\n')
+    (work / "notes.md").write_text("mine")
+    (work / "tb" / "other_run").mkdir(parents=True)
+    (work / "tb" / "events.out.tfevents.1.host.1.0").write_bytes(b"old events")
+    (work / "tb" / "other_run" / "events.out.tfevents.2.host.2.0").write_bytes(b"another run's events")
+    (work / "tb" / "readme.txt").write_text("mine")
+    Trainer(load_config(None, tiny_overrides(synth, work, epochs=1)), overwrite=True).close()
+    assert not any((work / n).exists() for n in ("last.pth", "best.pth", "metrics.jsonl", "diagnostics.jsonl"))
+    assert not (work / "tb" / "events.out.tfevents.1.host.1.0").exists()
+    assert (work / "notes.md").read_text() == "mine" and (work / "tb" / "readme.txt").read_text() == "mine"
+    assert (work / "tb" / "other_run" / "events.out.tfevents.2.host.2.0").read_bytes() == b"another run's events"
+    assert "1 TensorBoard event file(s) in tb/" in (work / "train.log").read_text()
+
+
+def test_links_and_foreign_directories_are_refused(tmp_path: Path, synth: Path) -> None:
+    """A work dir that is a link (to /, say), one full of someone else's files, and links planted under a
+    run's file names were all accepted: config.yaml was written and train.log appended through the links."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    home = tmp_path / "home"
+    (home / "photos").mkdir(parents=True)
+    (home / "config.yaml").write_text("the user's own")
+    (tmp_path / "link").symlink_to(home)
+    planted = tmp_path / "planted"
+    planted.mkdir()
+    (planted / "config.yaml").symlink_to(victim)
+    (planted / "train.log").symlink_to(victim)
+    cases = {tmp_path / "link": f"work dir {tmp_path / 'link'} is a symbolic link (to {home})",
+             home: f"work dir {home} is not empty and holds no training run (config.yaml, photos)",
+             planted: "config.yaml is a symbolic link", victim: "is a file, not a directory",
+             Path("/proc/no/such/dir"): "cannot create it"}
+    for work, message in cases.items():
+        with pytest.raises(WorkDirError) as info:
+            Trainer(load_config(None, tiny_overrides(synth, work, epochs=1)))
+        assert message in str(info.value) and "\n" not in str(info.value), str(info.value)
+        code, _, err = train_cli(tmp_path, "--set", *tiny_overrides(synth, work))
+        assert code == 2 and message in err and "Traceback" not in err
+    assert victim.read_text() == "precious" and (home / "config.yaml").read_text() == "the user's own"
+    assert sorted(p.name for p in home.iterdir()) == ["config.yaml", "photos"]
+
+
+def test_resume_dead_ends_are_gone(tmp_path: Path, synth: Path) -> None:
+    """Killed while writing best.pth in epoch 1: metrics.jsonl and no checkpoint. Plain training said
+    'pass --resume', --resume said 'nothing to resume'. Now plain training starts fresh over it; a run with
+    best.pth only resumes from that."""
+    work = tmp_path / "w"
+    work.mkdir()
+    (work / "metrics.jsonl").write_text('{"epoch": 1, "train_loss": 9.0}\n')
+    (work / ".best.pth.x1y2.tmp").write_bytes(b"half a checkpoint")
+    cfg = load_config(None, tiny_overrides(synth, work, epochs=1) + ["train.max_steps_per_epoch=1"])
+    trainer = Trainer(cfg)
+    trainer.train()
+    trainer.close()
+    lines = (work / "metrics.jsonl").read_text().splitlines()
+    assert len(lines) == 1 and json.loads(lines[0])["train_loss"] != 9.0
+    assert "removed what a run that saved no checkpoint left" in (work / "train.log").read_text()
+    assert not list(work.glob(".*.tmp"))
+    killed = tmp_path / "killed"
+    killed.mkdir()
+    (killed / "metrics.jsonl").write_text('{"epoch": 1, "train_loss": 9.0}\n')
+    with pytest.raises(WorkDirError, match=r"nothing to resume: no last.pth or best.pth .*train without --resume"):
+        Trainer(load_config(None, tiny_overrides(synth, killed)), resume=True)
+
+    (work / "last.pth").unlink()  # killed between the two saves of epoch 1: best.pth only
+    more = load_config(None, tiny_overrides(synth, work, epochs=2) + ["train.max_steps_per_epoch=1"])
+    trainer = Trainer(more, resume=True)
+    assert trainer.epoch == 1
+    trainer.train()
+    trainer.close()
+    assert load_checkpoint(work / "last.pth")["epoch"] == 2
+    assert f"resumed from {work / 'best.pth'}" in (work / "train.log").read_text()
+
+
+def test_metrics_cut_short_or_foreign_are_handled_by_name(tmp_path: Path, synth: Path) -> None:
+    """A last line cut short (a full disk) stopped --resume with a JSON error naming no file; a line
+    without 'epoch' ended in a KeyError in train and ablate."""
+    from pointmamba.cli.ablate import read_metrics
+
+    work = tmp_path / "w"
+    cfg = load_config(None, tiny_overrides(synth, work, epochs=1) + ["train.max_steps_per_epoch=1"])
+    trainer = Trainer(cfg)
+    trainer.train()
+    trainer.close()
+    metrics = work / "metrics.jsonl"
+    metrics.write_text(metrics.read_text() + '{"epoch": 2, "train_lo')
+    trainer = Trainer(load_config(None, tiny_overrides(synth, work, epochs=2) + ["train.max_steps_per_epoch=1"]), resume=True)
+    trainer.train()
+    trainer.close()
+    assert [json.loads(ln)["epoch"] for ln in metrics.read_text().splitlines()] == [1, 2]
+    assert f"warning: {metrics}: line 2 is cut short" in (work / "train.log").read_text()
+
+    metrics.write_text(metrics.read_text() + '{"train_loss": 1.0}\n')
+    with pytest.raises(ValueError, match=rf"{metrics}: line 3 has no epoch number"):
+        read_metrics(metrics)
+    code, _, err = train_cli(tmp_path, "--resume", "--set", *tiny_overrides(synth, work, epochs=3))
+    assert code == 2 and f"{metrics}: line 3 has no epoch number" in err and "Traceback" not in err

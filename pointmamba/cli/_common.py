@@ -5,6 +5,7 @@ import argparse
 import logging
 import os
 import sys
+import time
 import warnings
 from typing import Any, Callable
 
@@ -22,16 +23,17 @@ def add_config_args(parser: argparse.ArgumentParser, required: bool = True) -> N
 
 
 def infer_overrides(items: list[str]) -> dict[str, Any]:
-    """The ``infer`` switches a ``--set infer.KEY=VALUE ...`` list sets, checked against their defaults;
-    ValueError for any other key (a checkpoint's model comes from the checkpoint)."""
-    from pointmamba.config import INFER_DEFAULTS, merge, parse_override, validate
+    """The ``infer`` switches a ``--set infer.KEY=VALUE ...`` list sets, checked against their defaults
+    (types and ranges: a NaN smoothing weight hung the graph cut); ValueError for any other key (a
+    checkpoint's model comes from the checkpoint)."""
+    from pointmamba.config import merge, parse_override, resolve_infer
 
     user: dict[str, Any] = {}
     for item in items:
         user = merge(user, parse_override(item))
     if set(user) - {"infer"}:
         raise ValueError(f"--set takes infer.* keys only here (the model comes from the checkpoint), got {sorted(user)}")
-    validate(user, {"infer": INFER_DEFAULTS})
+    resolve_infer(user.get("infer"), "--set")
     return dict(user.get("infer", {}))
 
 
@@ -51,6 +53,21 @@ def parse_args(parser: argparse.ArgumentParser, argv: list[str] | None = None) -
 
     print(backend_report(), file=sys.stderr, flush=True)
     return args
+
+
+def step_printer(name: str, enabled: bool = True) -> Callable[[str], None] | None:
+    """A ``progress`` callback that prints each step of a long job as it starts, with the time since the
+    first (``name: graph cut (63.7 s)``), to stderr; None when not ``enabled``."""
+    if not enabled:
+        return None
+    start = time.perf_counter()
+
+    def step(what: str) -> None:
+        from tqdm import tqdm  # beside a progress bar over several scans, not through it
+
+        tqdm.write(f"{name}: {what} ({time.perf_counter() - start:.1f} s)", file=sys.stderr)
+
+    return step
 
 
 def _one_line_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,

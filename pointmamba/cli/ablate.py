@@ -25,7 +25,6 @@ baseline's epoch-10 loss. With fewer than 10 epochs the last epoch all runs shar
 from __future__ import annotations
 
 import argparse
-import csv
 import glob
 import json
 import math
@@ -37,10 +36,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from ..atomic_file import atomic_write, save_figure, write_csv
 from ..config import flatten
 from ._common import run_main
 from .ablation_diagnostics import claim_lines, diagnostics_lines, diagnostics_rows, line_style, plot_diagnostics
-from .ablation_table import format_pm, mean_std, read_jsonl, write_csv
+from ..training.work_dir import read_metrics as read_metric_lines, resume_checkpoint
+from .ablation_table import format_pm, mean_std
 
 TRAIN_MODULE = "pointmamba.cli.train"  # run as python -m, from this package
 CRITERION_EPOCH = 10
@@ -74,7 +75,7 @@ def expand_configs(items: list[str]) -> list[Path]:
 
 def read_metrics(path: Path) -> list[dict[str, Any]]:
     """Epoch records of a metrics.jsonl (last record per epoch wins), sorted by epoch; [] if absent."""
-    by_epoch = {int(rec["epoch"]): rec for rec in read_jsonl(path)}
+    by_epoch = {rec["epoch"]: rec for rec in read_metric_lines(path)}
     return [by_epoch[e] for e in sorted(by_epoch)]
 
 
@@ -99,7 +100,7 @@ def plan_run(config: Path, out: Path, overrides: list[str], seed: int | None = N
                             "config": config, "dir": work, "epochs": epochs, "cfg": cfg, "overrides": overrides}
     records = read_metrics(work / "metrics.jsonl")
     saved = work / "config.yaml"
-    if saved.is_file() and (records or (work / "last.pth").is_file()):
+    if saved.is_file() and (records or resume_checkpoint(work) is not None):
         diff = _config_diff(yaml.safe_load(saved.read_text()) or {}, cfg)
         if diff:
             raise ValueError(
@@ -124,11 +125,11 @@ def train_run(info: dict[str, Any], python: str, threads: int | None = None, log
     cmd = [python, "-m", TRAIN_MODULE, "--config", str(info["config"]), "--work-dir", str(work)]
     if info["overrides"]:
         cmd += ["--set", *info["overrides"]]
-    if (work / "last.pth").is_file():
+    if resume_checkpoint(work) is not None:  # last.pth, or best.pth of a run killed between its first two saves
         cmd.append("--resume")
         print(f"[ablate] {name}: resuming after epoch {records[-1]['epoch'] if records else '?'} of {epochs}", flush=True)
     else:
-        cmd.append("--overwrite")  # remains of a run that died before its first last.pth (metric lines, a best.pth)
+        cmd.append("--overwrite")  # remains of a run that died before its first checkpoint (metric lines)
         print(f"[ablate] {name}: training {epochs} epochs -> {work}", flush=True)
     print("[ablate] $ " + " ".join(cmd), flush=True)
     env = dict(os.environ)
@@ -138,7 +139,8 @@ def train_run(info: dict[str, Any], python: str, threads: int | None = None, log
         env["OMP_NUM_THREADS"] = str(threads)
     if log:
         work.mkdir(parents=True, exist_ok=True)
-        with open(work / "ablate.log", "a") as fh:
+        fd = os.open(work / "ablate.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o666)
+        with os.fdopen(fd, "ab") as fh:  # never through a link planted in the run's directory
             rc = subprocess.run(cmd, env=env, stdout=fh, stderr=subprocess.STDOUT).returncode
     else:
         rc = subprocess.run(cmd, env=env).returncode
@@ -234,12 +236,9 @@ def write_tables(rows: list[dict[str, Any]], meta: dict[str, Any], runs: list[di
                  notes: list[str]) -> None:
     e = meta["epoch"]
     write_csv(out / "results.csv", rows)
-    with open(out / "epochs.csv", "w", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(["config", "epoch", "train_loss", "val_miou"])
-        for r in runs:
-            for x in r["records"]:
-                w.writerow([r["stem"], x["epoch"], x["train_loss"], x.get("val_miou", "")])
+    write_csv(out / "epochs.csv", [{"config": r["stem"], "epoch": x["epoch"], "train_loss": x["train_loss"],
+                                    "val_miou": x.get("val_miou", "")} for r in runs for x in r["records"]],
+              ["config", "epoch", "train_loss", "val_miou"])
 
     base = meta["baseline"]
     lines = ["# Ablation results", ""]
@@ -271,7 +270,7 @@ def write_tables(rows: list[dict[str, Any]], meta: dict[str, Any], runs: list[di
         for r in runs:
             by = {x["epoch"]: x["train_loss"] for x in r["records"]}
             lines.append(f"| `{r['stem']}` | " + " | ".join(_fmt(by.get(x)) for x in epochs) + " |")
-    (out / "results.md").write_text("\n".join(lines) + "\n")
+    atomic_write(out / "results.md", ("\n".join(lines) + "\n").encode())
 
 
 def plot_curves(runs: list[dict[str, Any]], meta: dict[str, Any], path: Path) -> None:
@@ -299,7 +298,7 @@ def plot_curves(runs: list[dict[str, Any]], meta: dict[str, Any], path: Path) ->
         if ax.lines:
             ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
 
 
@@ -356,12 +355,9 @@ def write_seed_tables(rows: list[dict[str, Any]], agg: list[dict[str, Any]], met
     config, RelPos diagnostics, the claims, then every run)."""
     write_csv(out / "summary.csv", agg)
     write_csv(out / "results.csv", rows)
-    with open(out / "epochs.csv", "w", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(["config", "seed", "epoch", "train_loss", "val_miou"])
-        for r in runs:
-            for x in r["records"]:
-                w.writerow([r["stem"], r["seed"], x["epoch"], x["train_loss"], x.get("val_miou", "")])
+    write_csv(out / "epochs.csv", [{"config": r["stem"], "seed": r["seed"], "epoch": x["epoch"], "train_loss": x["train_loss"],
+                                    "val_miou": x.get("val_miou", "")} for r in runs for x in r["records"]],
+              ["config", "seed", "epoch", "train_loss", "val_miou"])
 
     e, base = meta["epoch"], meta["baseline"]
     seeds = sorted({r["seed"] for r in runs})
@@ -398,7 +394,7 @@ def write_seed_tables(rows: list[dict[str, Any]], agg: list[dict[str, Any]], met
         best = (f"{_fmt(row['best_val_miou'])} ({row['best_epoch']})" if row["best_val_miou"] is not None else "–")
         lines.append(f"| `{row['config']}` | {row['seed']} | {row['status']} | {row['epochs_run']} | "
                      f"{_fmt(row['loss_at_epoch'])} | {_fmt(row['loss_ratio'], '.3f')} | {best} |")
-    (out / "results.md").write_text("\n".join(lines) + "\n")
+    atomic_write(out / "results.md", ("\n".join(lines) + "\n").encode())
 
 
 def plot_seed_curves(runs: list[dict[str, Any]], meta: dict[str, Any], path: Path) -> None:
@@ -441,7 +437,7 @@ def plot_seed_curves(runs: list[dict[str, Any]], meta: dict[str, Any], path: Pat
         if ax.lines:
             ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
 
 

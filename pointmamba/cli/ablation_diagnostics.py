@@ -12,7 +12,9 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from .ablation_table import format_pm, mean_std, read_jsonl
+from ..atomic_file import save_figure
+from ..training.work_dir import read_jsonl
+from .ablation_table import format_pm, mean_std
 
 DIAG_KEYS = ("gate_mean", "contrib_ratio", "grad_ratio_relpos", "grad_ratio_cpe")
 DIAG_LABELS = {"gate_mean": "gate mean", "contrib_ratio": "contribution ratio",
@@ -223,6 +225,6 @@ def plot_diagnostics(runs: list[dict[str, Any]], path: Path) -> bool:
     axes[0].legend(fontsize=7)
     fig.suptitle("RelPos diagnostics at init and each epoch's end (mean over seeds, band min-max)")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
     return True

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Write a training checkpoint as a compact model file: float16 weights, config and warm-up state only.
 
-    tools/export_model.py CHECKPOINT --out FILE [--note TEXT]
+    tools/export_model.py CHECKPOINT --out FILE [--note TEXT] [--overwrite]
 
 The file loads with ``torch.load(weights_only=True)`` and is read by ``tools/predict.py --checkpoint FILE``
 like any checkpoint; ``pointmamba/pretrained/teeth17_small_data.pth`` (the shipped model) was written so.
@@ -19,14 +19,16 @@ def main() -> None:
     parser.add_argument("checkpoint", help="checkpoint written by tools/train.py")
     parser.add_argument("--out", required=True, help="compact model file to write")
     parser.add_argument("--note", default="", help="provenance note stored in the file")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing --out (never the input)")
     args = parser.parse_args()
 
-    from pointmamba.training.checkpoint import load_checkpoint
+    from pointmamba.cli.output_files import check_out_file
+    from pointmamba.training.checkpoint import checkpoint_config, load_checkpoint
     from pointmamba.pretrained import export_compact
 
+    check_out_file(args.out, [args.checkpoint], args.overwrite)
     state = load_checkpoint(args.checkpoint)
-    if "config" not in state:
-        raise ValueError(f"{args.checkpoint}: no config stored in the checkpoint")
+    checkpoint_config(state, args.checkpoint)  # a model file others will load: its config must pass the rules
     out = export_compact(state, args.out, {"source": Path(args.checkpoint).name, "note": args.note})
     print(f"written: {out} ({out.stat().st_size / 2**20:.1f} MB)")
 

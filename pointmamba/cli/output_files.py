@@ -5,8 +5,10 @@
 * One output name per input: inputs that share a file name in different folders get their folder's
   name as a prefix (``a/scan_upper.obj`` -> ``a_scan_upper.*``), so no patient's result replaces another's.
 * A planned output that is an input (a mesh, a reference or the label file beside a mesh) is refused
-  always; one that exists already (a ground-truth JSON, an earlier run's result, a planted symlink) is
-  refused unless the user passes ``--overwrite``.
+  always, and so is one that belongs to a labelled scan in ``--out`` (``X.json`` beside a mesh ``X.obj``,
+  ``.ply`` or ``.stl`` that this tool did not write): ``--overwrite`` replaces earlier results, never
+  ground truth. One that exists already (an earlier run's result, a planted symlink) is refused unless the
+  user passes ``--overwrite``.
 * Every file is written atomically (temp file + rename): a symlink in its place is replaced, never
   written through.
 """
@@ -16,8 +18,6 @@ import os
 import tempfile
 from pathlib import Path
 from typing import Iterable, Sequence
-
-from ..atomic_file import atomic_writer
 
 
 class OutputError(ValueError):
@@ -50,6 +50,23 @@ def check_out_dir(out: str | Path, what: str = "--out") -> None:
     if not parent.is_dir():
         raise OutputError(f"{what} {out}: {parent} is a file, not a directory")
     _probe(parent, out, what)
+
+
+def check_out_file(out: str | Path, inputs: Iterable[str | Path] = (), overwrite: bool = False,
+                   what: str = "--out") -> Path:
+    """Raise :class:`OutputError` unless a tool may write the single file ``out``: not a directory, not one
+    of its ``inputs`` (also through a link), not an existing file without ``overwrite``, in a directory
+    that is or can be made writable. Creates nothing."""
+    out = Path(out)
+    if out.is_dir():
+        raise OutputError(f"{what} {out} is a directory: give the file to write")
+    for path in inputs:
+        if out.resolve() == Path(path).resolve():
+            raise OutputError(f"{what} {out} is the input {path}: writing it would replace the input; choose another file")
+    if os.path.lexists(out) and not overwrite:
+        raise OutputError(f"{what} {out} exists: pass --overwrite to replace it or choose another file")
+    check_out_dir(out.parent, f"{what} {out}: its folder")
+    return out
 
 
 def make_out_dir(out: str | Path, what: str = "--out") -> Path:
@@ -90,6 +107,30 @@ def output_stems(inputs: Sequence[str | Path]) -> list[str]:
     return out
 
 
+def _written_by_us(ply: Path) -> bool:
+    """Whether ``ply`` looks like the coloured prediction ``tools/predict.py`` writes: vertex properties
+    exactly x y z red green blue label (a scanner's export has no integer ``label``)."""
+    try:
+        with open(ply, "rb") as fh:
+            head = fh.read(4096).split(b"end_header", 1)[0].decode("ascii", "replace")
+    except OSError:
+        return False
+    props = [ln.split()[-1] for ln in head.splitlines() if ln.startswith("property") and " list " not in ln]
+    return props == ["x", "y", "z", "red", "green", "blue", "label"]
+
+
+def labelled_scan(out: Path, stem: str) -> Path | None:
+    """The mesh ``out/<stem>.obj|.stl|.ply`` when it and ``out/<stem>.json`` exist (a scan with its ground
+    truth, Teeth3DS layout) and the mesh is not a prediction this tool wrote; else None."""
+    if not (out / f"{stem}.json").is_file():
+        return None
+    for suffix in (".obj", ".stl", ".ply"):
+        mesh = out / f"{stem}{suffix}"
+        if mesh.is_file() and not (suffix == ".ply" and _written_by_us(mesh)):
+            return mesh
+    return None
+
+
 def plan_outputs(inputs: Sequence[str | Path], out: str | Path, suffixes: Sequence[str], overwrite: bool = False,
                  protected: Iterable[str | Path] = ()) -> list[dict[str, Path]]:
     """Output paths per input (``{suffix: out/<stem><suffix>}``), checked before anything is written.
@@ -107,7 +148,14 @@ def plan_outputs(inputs: Sequence[str | Path], out: str | Path, suffixes: Sequen
         seen[r] = i
     guarded = {r: f"input {p}" for r, p in zip(resolved, inputs)}
     guarded.update({Path(p).resolve(): f"{p} (a label or reference file of the inputs)" for p in protected})
-    plan = [{sfx: out / f"{stem}{sfx}" for sfx in suffixes} for stem in output_stems(inputs)]
+    stems = output_stems(inputs)
+    for stem in stems:  # a scan with its ground truth in --out: never replaced, not even with --overwrite
+        scan = labelled_scan(out, stem)
+        if scan is not None:
+            never = "(never replaced, not even with --overwrite)"
+            guarded.setdefault((out / f"{stem}.json").resolve(), f"the ground truth of the labelled scan {scan} {never}")
+            guarded.setdefault(scan.resolve(), f"the labelled scan {scan} {never}")
+    plan = [{sfx: out / f"{stem}{sfx}" for sfx in suffixes} for stem in stems]
     _raise_problems([path for files in plan for path in files.values()], guarded, overwrite)
     return plan
 

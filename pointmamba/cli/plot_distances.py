@@ -61,6 +61,8 @@ def plot_stage(dist: dict[str, np.ndarray], stage: int, max_rel_dist: float, q: 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from pointmamba.atomic_file import save_figure
+
     allv = np.concatenate(list(dist.values()))
     fig, (lin, log) = plt.subplots(1, 2, figsize=(13, 4.8))
     hi = max(float(np.percentile(allv, 99.9)), max_rel_dist, q_value) * 1.05 if allv.size else 1.0
@@ -83,7 +85,7 @@ def plot_stage(dist: dict[str, np.ndarray], stage: int, max_rel_dist: float, q: 
     lin.set_title(f"stage {stage}: linear ({100 * beyond:.2f}% of pairs beyond {hi:.3g} mm not shown)")
     log.set(xscale="log", yscale="log", title=f"stage {stage}: log-log, log-spaced bins")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
 
 
@@ -100,6 +102,8 @@ def main() -> None:
     if args.stages < 1:
         raise ValueError(f"--stages must be >= 1, got {args.stages}")
 
+    from pointmamba.atomic_file import atomic_write
+    from pointmamba.cli.output_files import check_out_dir, make_out_dir
     from pointmamba.config import load_config
     from pointmamba.evaluation.curve_distances import PERCENTILES, summarize
     from pointmamba.models.relpos import RelPosConfig
@@ -107,8 +111,9 @@ def main() -> None:
     cfg = load_config(args.config, args.overrides)
     rel = RelPosConfig.from_dict(cfg["model"]["relpos"])
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    check_out_dir(out)
     per_stage, names = collect(cfg, args.split, args.stages, progress=not args.no_progress)
+    make_out_dir(out)
 
     result: dict[str, Any] = {
         "config": args.config, "overrides": args.overrides, "split": args.split, "data_root": cfg["data"]["root"],
@@ -134,7 +139,7 @@ def main() -> None:
         if allv.size:
             plot_stage(dist, s, rel.max_rel_dist, rel.quantile, entry["all"]["quantile_value"],
                        out / f"distances_stage{s}.png", bins=args.bins)
-    (out / "distances.json").write_text(json.dumps(result, indent=2))
+    atomic_write(out / "distances.json", json.dumps(result, indent=2).encode())
     print(f"wrote {out / 'distances.json'} and {len(per_stage)} PNG(s) in {out}")
 
 

@@ -34,9 +34,11 @@ import sys
 import time
 from pathlib import Path
 
-from ._common import infer_overrides, parse_args, run_main
+from ._common import infer_overrides, parse_args, run_main, step_printer
 
 SCAN_FILES = (".json", ".ply", ".png")
+LARGE_SCAN_VERTICES = 200_000
+"""From this many vertices a scan's steps are shown as they start (minutes each at millions of vertices)."""
 
 
 def main() -> None:
@@ -63,8 +65,7 @@ def main() -> None:
 
     from pointmamba.atomic_file import write_csv
     from pointmamba.cli.output_files import OutputError, check_out_dir, check_run_files, make_out_dir, plan_outputs
-    from pointmamba.data import read_labels
-    from pointmamba.data.preflight import check_predict_inputs, load_predict_scan
+    from pointmamba.data.preflight import check_predict_inputs, checked_scan
     from pointmamba.data.scan_files import expand_scan_paths, label_file_beside
     from pointmamba.device import resolve_device
     from pointmamba.segmenter import Segmenter
@@ -108,12 +109,17 @@ def main() -> None:
     for item, files in bar:
         t0 = time.perf_counter()
         stem = files[".json"].stem
-        scan = load_predict_scan(item.path, item.jaw)
+        scan = checked_scan(item)  # read once, by the check
         scan.meta["name"] = stem
-        result = segmenter.segment(scan, item.units)
+        progress = step_printer(str(item.path), item.num_vertices >= LARGE_SCAN_VERTICES)
+        result = segmenter.segment(scan, item.units, progress)
+        if progress:
+            progress("writing results")
         result.save_json(files[".json"])
         result.save_ply(files[".ply"])
-        ref = read_labels(item.reference, scan.num_vertices) if item.reference is not None else None
+        ref = item.reference_labels  # read (and checked) once, by the check
+        if progress:
+            progress("drawing the picture")
         result.save_png(files[".png"], reference=ref)
         if args.export_teeth:
             written = set(result.save_teeth(out, stem))

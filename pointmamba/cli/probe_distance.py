@@ -21,13 +21,13 @@ carries some position).
 from __future__ import annotations
 
 import argparse
-import csv
 import statistics
 import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..atomic_file import atomic_write, write_csv
 from ._common import run_main
 
 if TYPE_CHECKING:
@@ -135,10 +135,7 @@ def run_one(position: str, seed: int, train: list[dict[str, Any]], test: list[di
 def write_tables(rows: list[dict[str, Any]], out: Path, command: str, setup: str) -> str:
     """``results.csv`` (one row per run) and ``results.md`` (per run, plus mean ± std over seeds)."""
     out.mkdir(parents=True, exist_ok=True)
-    with open(out / "results.csv", "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
+    write_csv(out / "results.csv", rows)
     lines = ["# Two-point distance probe", "", setup, "", f"Command: `{command}`", "",
              "| position | seed | test MSE (mm²) | R² | train loss (last 10 % of steps, standardized) | train time (s) | parameters |",
              "|---|---|---|---|---|---|---|"]
@@ -154,7 +151,7 @@ def write_tables(rows: list[dict[str, Any]], out: Path, command: str, setup: str
             lines.append(f"| `{pos}` | {statistics.mean(mse):.3f} ± {statistics.stdev(mse):.3f} | "
                          f"{statistics.mean(r2):.3f} ± {statistics.stdev(r2):.3f} |")
     text = "\n".join(lines) + "\n"
-    (out / "results.md").write_text(text)
+    atomic_write(out / "results.md", text.encode())
     return text
 
 

@@ -13,7 +13,6 @@ the split and per source (data root), jaw, arches with <= 13 teeth and arches wi
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 from pathlib import Path
 
@@ -43,23 +42,26 @@ def main() -> None:
     from pointmamba.evaluation.scan_summary import reference_groups, summarize, summary_table
     from pointmamba.evaluation.teeth_metrics import aggregate_teeth_metrics, teeth_metrics
     from pointmamba.device import resolve_device
+    from pointmamba.atomic_file import atomic_write, write_csv
+    from pointmamba.cli.output_files import check_out_dir, make_out_dir
 
     cfg = load_config(args.config, args.overrides)
     device = resolve_device(cfg["train"]["device"])
     from pointmamba.pretrained import resolve_checkpoint
 
     args.checkpoint = resolve_checkpoint(args.checkpoint)
+    out = Path(args.out) if args.out else Path(args.checkpoint).parent / f"test_{args.split}"
+    check_out_dir(out)  # a file, an unwritable place: one line now, not a traceback after the model loads
     model, cfg = load_trained(args.checkpoint, device, config=cfg)
     num_classes = cfg["data"]["num_classes"]
     dataset = build_dataset(cfg, args.split, train=False)
-    out = Path(args.out) if args.out else Path(args.checkpoint).parent / f"test_{args.split}"
-    out.mkdir(parents=True, exist_ok=True)
+    make_out_dir(out)
 
     if args.compare_infer:
         from pointmamba.evaluation.infer_switches import compare_switches
 
         table = compare_switches(model, dataset, cfg, device)
-        (out / "infer_switches.md").write_text(table)
+        atomic_write(out / "infer_switches.md", table.encode())
         print(table)
 
     cm = ConfusionMatrix(num_classes)
@@ -90,15 +92,13 @@ def main() -> None:
     per_class = [{"class": c, "name": names[c], "iou": float(cm.iou()[c]), "dice": float(cm.dice()[c])}
                  for c in range(num_classes)]
     summary = summarize(rows, scan_cms)
-    (out / "metrics.json").write_text(json.dumps(
+    # every file atomically: a link planted in --out is replaced, never written through
+    atomic_write(out / "metrics.json", json.dumps(
         {"checkpoint": str(args.checkpoint), "split": args.split, "infer": cfg.get("infer"), "overall": overall, "per_class": per_class,
-         "summary": summary, "per_scan": rows, "confusion": cm.matrix.tolist()}, indent=2, default=float))
-    (out / "summary.md").write_text(summary_table(summary))
+         "summary": summary, "per_scan": rows, "confusion": cm.matrix.tolist()}, indent=2, default=float).encode())
+    atomic_write(out / "summary.md", summary_table(summary).encode())
     for name, table in (("per_scan.csv", rows), ("per_class.csv", per_class)):
-        with open(out / name, "w", newline="") as fh:
-            writer = csv.DictWriter(fh, fieldnames=list(table[0]))
-            writer.writeheader()
-            writer.writerows(table)
+        write_csv(out / name, table)
     plot_confusion(cm, list(names), out / "confusion.png", title=f"{Path(args.checkpoint).name} on {args.split}")
     print(" ".join(f"{k}={v:.4f}" if isinstance(v, float) else f"{k}={v}" for k, v in overall.items()))
     print(summary_table(summary))

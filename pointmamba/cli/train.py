@@ -3,8 +3,9 @@
 
     tools/train.py --config FILE [--set key=value ...] [--work-dir DIR] [--resume | --overwrite]
 
-A work dir that holds a previous run (checkpoints, metrics) is refused unless --resume continues it or
---overwrite replaces it.
+A work dir that holds a previous run (checkpoints) is refused unless --resume continues it or --overwrite
+replaces it (removing only what a run writes); it holds one training at a time (a second one started there
+stops in one line); a work dir that is a link, or a folder of other files, is refused.
 
 Multi-GPU / multi-node: ``torchrun --nproc_per_node=N tools/train.py --config FILE`` (DDP; gloo on CPU).
 """

@@ -14,7 +14,7 @@ import numpy as np
 
 from ..atomic_file import atomic_write, atomic_writer
 from .errors import ScanFormatError, ScanWarning
-from .integrity import check_complete
+from .integrity import check_complete, check_one_surface
 
 MESH_SUFFIXES = (".obj", ".ply", ".stl")
 
@@ -149,13 +149,24 @@ def _blocks(data: bytes) -> dict[bytes, tuple[bytes, int]]:
     return out
 
 
+def _text_lines(data: bytes) -> bytes:
+    """Text mesh bytes without a UTF-8 byte-order mark and with ``\\n`` line ends where the file has only
+    ``\\r`` (classic Mac): the mark glued to the first ``v`` dropped that vertex, and CR-only lines read
+    as one line with no faces."""
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    if b"\r" in data and b"\n" not in data:
+        data = data.replace(b"\r", b"\n")
+    return data
+
+
 def read_obj(path: str | PathLike) -> tuple[np.ndarray, np.ndarray]:
     """OBJ ``v`` and ``f`` lines -> vertices (V, 3) float64, faces (F, 3) int64 (0-based).
 
     ``f`` entries may be ``a``, ``a/t``, ``a//n`` or ``a/t/n``; polygons are fan-triangulated;
     ``vn``/``vt``/groups/materials are ignored; extra ``v`` columns (vertex colours) are ignored.
     """
-    data = Path(path).read_bytes()
+    data = _text_lines(Path(path).read_bytes())
     if data and not data.endswith(b"\n"):
         last = data.rsplit(b"\n", 1)[-1]
         if last[:2] in (b"v ", b"f ", b"v\t", b"f\t"):
@@ -228,10 +239,49 @@ def write_obj(path: str | PathLike, vertices: np.ndarray, faces: np.ndarray, pre
 
 
 # ---------------------------------------------------------------------------------------------- PLY
+_PLY_SIZES = {"char": 1, "int8": 1, "uchar": 1, "uint8": 1, "short": 2, "int16": 2, "ushort": 2, "uint16": 2,
+              "int": 4, "int32": 4, "uint": 4, "uint32": 4, "float": 4, "float32": 4, "double": 8, "float64": 8}
+
+
+def check_ply_counts(path: str | PathLike) -> None:
+    """Raise :class:`ScanFormatError` when the element counts a PLY header declares cannot fit in the bytes
+    after it (each element takes at least its fixed-size properties and list counts in binary, two
+    characters per property in ASCII). Checked before plyfile allocates: a 195 KB file declaring 2^31 faces
+    took 150 s and 17 GB before failing. Headers this check cannot read are left to plyfile."""
+    path = Path(path)
+    with open(path, "rb") as fh:
+        head = fh.read(1 << 16)
+    end = head.find(b"end_header")
+    newline = head.find(b"\n", end)
+    if not head.startswith(b"ply") or end < 0 or newline < 0:
+        return
+    body = path.stat().st_size - (newline + 1)
+    ascii_format = b"format ascii" in head[:end]
+    elements: list[list] = []  # [name, declared count, least bytes per element]
+    for line in head[:end].decode("ascii", "replace").splitlines():
+        tok = line.split()
+        if len(tok) == 3 and tok[0] == "element":
+            try:
+                elements.append([tok[1], int(tok[2]), 0])
+            except ValueError:
+                return
+        elif len(tok) >= 3 and tok[0] == "property" and elements:
+            size = _PLY_SIZES.get(tok[2] if tok[1] == "list" else tok[1], 1)
+            elements[-1][2] += 2 if ascii_format else size
+    need = 0
+    for name, count, least in elements:
+        need += max(count, 0) * least
+        if count < 0 or need > body:
+            raise ScanFormatError(path, name, f"the header declares {count:,} {name} elements (at least {count * least:,} "
+                                              f"bytes) but {max(body, 0):,} bytes follow it: the file is cut short or "
+                                              "its header is damaged")
+
+
 def read_ply(path: str | PathLike) -> tuple[np.ndarray, np.ndarray]:
     """PLY (ASCII or binary, via plyfile) -> vertices (V, 3) float64, faces (F, 3) int64."""
     from plyfile import PlyData
 
+    check_ply_counts(path)
     try:
         ply = PlyData.read(str(path))
     except Exception as exc:  # plyfile raises several types for a broken header or body
@@ -320,7 +370,8 @@ def read_stl(path: str | PathLike) -> tuple[np.ndarray, np.ndarray]:
     if binary:
         n = int(np.frombuffer(data, "<u4", 1, 80)[0])
         corners = np.frombuffer(data, _STL_RECORD, n, 84)["v"].reshape(-1, 3).astype(np.float64)
-    elif data.lstrip()[:5].lower() == b"solid":
+    elif _text_lines(data).lstrip()[:5].lower() == b"solid":
+        data = _text_lines(data)
         found = _ASCII_VERTEX.findall(data)
         try:
             corners = np.array(found, dtype=np.bytes_).astype(np.float64).reshape(-1, 3)
@@ -365,7 +416,7 @@ def write_stl(path: str | PathLike, vertices: np.ndarray, faces: np.ndarray, asc
 # ---------------------------------------------------------------------------------------------- misc
 def read_mesh(path: str | PathLike) -> tuple[np.ndarray, np.ndarray]:
     """Read an OBJ, PLY or STL file (by suffix) and check it (non-empty, finite, faces in range, no sign of
-    lost faces: see :mod:`pointmamba.data.integrity`)."""
+    lost faces; warnings for a double-sided mesh or two jaws in one file: see :mod:`pointmamba.data.integrity`)."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: mesh file not found")
@@ -376,4 +427,5 @@ def read_mesh(path: str | PathLike) -> tuple[np.ndarray, np.ndarray]:
     vertices, faces = readers[suffix](path)
     check_mesh(vertices, faces, path)
     check_complete(vertices, faces, path)
+    check_one_surface(vertices, faces, path)
     return vertices, faces

@@ -1,20 +1,27 @@
 """Check every input before any work: a bad file stops a tool in its first second, not after an epoch
 of training or after half of the outputs were written.
 
-``check_predict_inputs`` reads every scan (and ``--reference``) that ``tools/predict.py`` was given;
+``check_predict_inputs`` reads every scan (and ``--reference``) that ``tools/predict.py`` was given, and
+keeps what it read for the prediction (up to :data:`KEEP_VERTICES` over all inputs), so that each file is
+read, and each of its warnings shown, once;
 ``check_dataset`` loads (and caches) every scan of a training or validation set; ``mirrored_scans``
 runs the anatomical side check (:mod:`pointmamba.data.anatomy`) on labelled training scans.
 """
 from __future__ import annotations
 
-import json
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from ..data.errors import ScanFormatError
+from ..data.errors import ScanFormatError, ScanWarning
 from ..data.integrity import check_jaw_size
 from ..data.units import UnitsDecision, check_millimetres, infer_units
+
+
+KEEP_VERTICES = 10_000_000
+"""Vertices (over all inputs) that the check keeps in memory for the prediction (about 750 MB with their
+faces: a 3.2M-vertex scan, or some 70 scans of 150k); inputs beyond are read again when their turn comes."""
 
 
 class InputError(ValueError):
@@ -36,23 +43,28 @@ def _named(exc: BaseException, path: Any, *others: Any) -> str:
 # ------------------------------------------------------------------------------ predict
 @dataclass
 class PredictInput:
-    """A checked scan for prediction: its jaw, its units decision and its vertex count."""
+    """A checked scan for prediction: its jaw, its units decision and its vertex count; the scan and the
+    reference labels as read by the check (``scan`` None: read again by :func:`checked_scan`)."""
 
     path: Path
     jaw: str | None
     units: UnitsDecision
     num_vertices: int
     reference: Path | None = None
+    scan: Any = None
+    reference_labels: Any = None  # LabelFile
 
 
 def _sidecar_jaw(path: Path) -> str | None:
     """The jaw a label file beside the mesh names, read leniently (prediction does not need its labels,
     so a stale or broken one must not stop it)."""
-    sidecar = path.with_suffix(".json")
+    from ..data.teeth3ds import load_json
+
     try:
-        jaw = json.loads(sidecar.read_text()).get("jaw")
-    except (OSError, ValueError, AttributeError):
+        doc = load_json(path.with_suffix(".json"))
+    except (OSError, ValueError):
         return None
+    jaw = doc.get("jaw") if isinstance(doc, dict) else None
     return jaw.strip().lower() if isinstance(jaw, str) and jaw.strip().lower() in ("upper", "lower") else None
 
 
@@ -78,6 +90,7 @@ def check_predict_inputs(scans: Sequence[str | Path], jaw: str | None = None, un
         raise InputError(f"--reference needs one JSON per scan ({len(scans)}), got {len(references)}")
     checked: list[PredictInput] = []
     problems: list[str] = []
+    kept = 0
     for i, path in enumerate(scans):
         path = Path(path)
         try:
@@ -87,7 +100,7 @@ def check_predict_inputs(scans: Sequence[str | Path], jaw: str | None = None, un
                 raise ScanFormatError(path, "jaw", "jaw unknown: name the file *_upper / *_lower or pass "
                                                    "--jaw upper|lower (the 17-class model numbers teeth per jaw)")
             decision = infer_units(scan.vertices, units, path)
-            ref = None
+            ref = labels = None
             if references and references[i] is not None:
                 ref = Path(references[i])
                 labels = read_labels(ref, scan.num_vertices)
@@ -98,9 +111,22 @@ def check_predict_inputs(scans: Sequence[str | Path], jaw: str | None = None, un
             continue
         if decision.warning:
             warn(f"warning: {decision.warning}")
-        checked.append(PredictInput(path, scan.jaw, decision, scan.num_vertices, ref))
+        keep = kept + scan.num_vertices <= KEEP_VERTICES
+        kept += scan.num_vertices if keep else 0
+        checked.append(PredictInput(path, scan.jaw, decision, scan.num_vertices, ref, scan if keep else None, labels))
     _raise_collected(problems, "inputs")
     return checked
+
+
+def checked_scan(item: PredictInput) -> Any:  # -> Scan
+    """The scan of a checked input as in its file: the one its check read (handed over once, then
+    released), else read again without repeating the check's warnings."""
+    scan, item.scan = item.scan, None
+    if scan is None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ScanWarning)  # shown when the check read it
+            scan = load_predict_scan(item.path, item.jaw)
+    return scan
 
 
 # ------------------------------------------------------------------------------ data sets

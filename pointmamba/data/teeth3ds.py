@@ -34,10 +34,28 @@ class LabelFile:
 def _int_array(value: object, path: str | PathLike, key: str) -> np.ndarray:
     if not isinstance(value, list):
         raise ScanFormatError(path, key, f"must be a list of integers, got {type(value).__name__}")
-    bad = next((i for i, x in enumerate(value) if type(x) is not int), None)  # bool is no label either
+    # bool is no label either; an integer beyond 64 bits is none (numpy would raise OverflowError)
+    bad = next((i for i, x in enumerate(value) if type(x) is not int or not -2**63 <= x < 2**63), None)
     if bad is not None:
-        raise ScanFormatError(path, key, f"must be a list of integers; entry {bad} is {value[bad]!r}")
+        text = repr(value[bad])
+        raise ScanFormatError(path, key, f"must be a list of 64-bit integers; entry {bad} is "
+                                         f"{text if len(text) <= 60 else text[:60] + '...'}")
     return np.asarray(value, dtype=np.int64).reshape(-1)
+
+
+def load_json(path: str | PathLike) -> object:
+    """The parsed content of a JSON file; :class:`ScanFormatError` naming it for text that is not JSON, not
+    UTF-8, nested too deeply for Python (arrays 100k deep), or holds a number Python will not convert."""
+    try:
+        return json.loads(Path(path).read_bytes())
+    except json.JSONDecodeError as exc:
+        raise ScanFormatError(path, "json", f"malformed JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    except UnicodeDecodeError as exc:
+        raise ScanFormatError(path, "json", f"not UTF-8 text: {exc}") from None
+    except RecursionError:
+        raise ScanFormatError(path, "json", "arrays or objects nested too deeply (thousands of levels)") from None
+    except ValueError as exc:  # e.g. an integer of more than 4300 digits
+        raise ScanFormatError(path, "json", f"unreadable number: {str(exc).split(';')[0]}") from None
 
 
 def check_fdi(labels: np.ndarray, jaw: str | None, path: str | PathLike | None, key: str = "labels") -> None:
@@ -71,12 +89,7 @@ def read_labels(path: str | PathLike, num_vertices: int | None = None) -> LabelF
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: label file not found")
-    try:
-        doc = json.loads(path.read_bytes())
-    except json.JSONDecodeError as exc:
-        raise ScanFormatError(path, "json", f"malformed JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
-    except UnicodeDecodeError as exc:
-        raise ScanFormatError(path, "json", f"not UTF-8 text: {exc}") from None
+    doc = load_json(path)
     if not isinstance(doc, dict):
         raise ScanFormatError(path, "json", f"top level must be an object with keys {REQUIRED_KEYS}, got "
                                             f"{type(doc).__name__}")

@@ -60,7 +60,6 @@ def plot_confusion(
                 ax.text(j, i, text, ha="center", va="center", fontsize=7,
                         color="white" if top > 0 and v > 0.5 * top else "black")
     fig.tight_layout()
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, format="png")
-    return out
+    from ..atomic_file import save_figure
+
+    return save_figure(fig, path)

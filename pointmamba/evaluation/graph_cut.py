@@ -10,6 +10,16 @@ from __future__ import annotations
 
 import numpy as np
 
+MAX_SMOOTHING = 1000.0
+"""Largest ``smoothing``: cut costs stay far inside the solver's int32 (NaN or 1e308 overflowed them to
+negative costs, on which alpha-expansion never converged)."""
+
+MAX_CYCLES = 20
+"""Alpha-expansion cycles at most (each tries every label once). It stops earlier when a cycle changes
+nothing: 2-3 cycles on the shared scans, which reach the same labels as running to convergence or lower
+energy (MLEX001: 78 of 50,643 vertices differ from GCO's adaptive run-to-convergence, energy 1,588,974
+against 1,589,006)."""
+
 
 def mesh_edges(faces: np.ndarray) -> np.ndarray:
     """Unique undirected edges (E, 2) of a triangle mesh, smaller index first."""
@@ -38,6 +48,10 @@ def graph_cut(probs: np.ndarray, vertices: np.ndarray, faces: np.ndarray, normal
     from gco import cut_general_graph
 
     probs = np.asarray(probs, dtype=np.float64)
+    if not (np.isfinite(smoothing) and 0 <= smoothing <= MAX_SMOOTHING):
+        raise ValueError(f"graph_cut: smoothing must be in [0, {MAX_SMOOTHING:g}], got {smoothing!r}")
+    if not np.isfinite(probs).all():  # NaN costs abort the GCO library natively (the process dies)
+        raise ValueError("graph_cut: class probabilities hold NaN or infinite values")
     used = np.flatnonzero(probs.max(0) > 0)
     unary = -np.log(np.clip(probs[:, used], 1e-6, 1.0))
     if len(used) == 1 or len(faces) == 0 or smoothing <= 0:
@@ -46,9 +60,9 @@ def graph_cut(probs: np.ndarray, vertices: np.ndarray, faces: np.ndarray, normal
     weights = edge_weights(np.asarray(vertices, np.float64), np.asarray(normals, np.float64), edges)
     # integer energies in 1/100 units, C order (gco reads the raw buffer; fancy indexing can give F order)
     unary_i = np.ascontiguousarray(np.round(unary * 100), dtype=np.int32)
-    weights_i = np.ascontiguousarray(np.maximum(np.round(weights * smoothing * 100), 1), dtype=np.int32)
+    weights_i = np.ascontiguousarray(np.clip(np.round(weights * smoothing * 100), 1, 2**30), dtype=np.int32)
     pairwise = (1 - np.eye(len(used))).astype(np.int32)
-    labels = cut_general_graph(np.ascontiguousarray(edges, dtype=np.int32), weights_i, unary_i, pairwise, n_iter=-1,
+    labels = cut_general_graph(np.ascontiguousarray(edges, dtype=np.int32), weights_i, unary_i, pairwise, n_iter=MAX_CYCLES,
                                algorithm="expansion",
                                down_weight_factor=1)  # its default rescales, then truncates integers
     return used[np.asarray(labels, dtype=np.int64)]

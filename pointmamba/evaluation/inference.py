@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -12,7 +12,7 @@ from torch import nn
 from ..config import ConfigError
 from ..device import autocast
 from ..structure import PointBatch
-from ..training.checkpoint import CheckpointError, check_model_config, load_checkpoint, load_model_weights
+from ..training.checkpoint import check_model_config, checkpoint_config, load_checkpoint, load_model_weights
 
 
 @dataclass
@@ -39,10 +39,8 @@ def load_trained(checkpoint: str | Path, device: torch.device,
     from .. import build_model
 
     state = load_checkpoint(checkpoint, map_location="cpu")
-    if config is None:
-        if "config" not in state:
-            raise CheckpointError(f"{checkpoint}: no config stored in the checkpoint")
-        config = state["config"]
+    if config is None:  # checked as a config file is: a crafted one fails here, in one line, allocating nothing
+        config = checkpoint_config(state, checkpoint)
     check_model_config(state, config, checkpoint)  # one line naming the keys, not torch's size-mismatch dump
     try:
         model = build_model(config)
@@ -146,14 +144,16 @@ def refine(probs: np.ndarray, aligned: np.ndarray, faces: np.ndarray, normals: n
 
 
 def refine_numbered(probs: np.ndarray, aligned: np.ndarray, faces: np.ndarray, normals: np.ndarray,
-                    jaw: str | None, num_classes: int, options: dict[str, Any]) -> tuple[np.ndarray, Any]:
+                    jaw: str | None, num_classes: int, options: dict[str, Any],
+                    progress: Callable[[str], None] | None = None) -> tuple[np.ndarray, Any]:
     """:func:`refine` and the instance numbering it made (None where ``infer.instance_numbering`` is off
-    or the jaw is unknown)."""
+    or the jaw is unknown); ``progress`` is told each step as it starts."""
     from ..data.mesh import vertex_areas
     from .graph_cut import graph_cut
     from .tooth_decoding import arch_decoding, relabel_teeth
     from .tooth_numbering import number_teeth
 
+    step = progress or (lambda name: None)
     keep = _jaw_classes(num_classes, jaw)
     if keep is not None:
         masked = np.zeros_like(probs)
@@ -163,28 +163,34 @@ def refine_numbered(probs: np.ndarray, aligned: np.ndarray, faces: np.ndarray, n
     by_instances = jaw is not None and bool(options.get("instance_numbering"))
     relabel = bool(options.get("tooth_relabel")) and not by_instances  # instance numbering replaces it
     if jaw is not None and (options["tooth_decoding"] or relabel):
+        step("decoding teeth along the arch")
         masked, decoded = arch_decoding(aligned, probs, jaw, num_classes, width_weight=options["decoding_width_weight"])
         if options["tooth_decoding"]:
             probs = masked
     if options["graph_cut"] and len(faces):
+        step("graph cut")
         labels = graph_cut(probs, aligned, faces, normals, smoothing=options["graph_cut_smoothing"])
     else:
         labels = probs.argmax(1)
     numbering = None
     if by_instances:
+        step("numbering teeth")
         labels, numbering = number_teeth(labels, probs, aligned, faces, jaw, num_classes,
                                          areas=vertex_areas(aligned, faces) if len(faces) else None)
     elif decoded is not None and relabel:
+        step("relabelling teeth")
         labels = relabel_teeth(labels, decoded, faces)
     return labels, numbering
 
 
-def segment_scan(model: nn.Module, scan: Any, cfg: dict[str, Any], device: torch.device) -> Prediction:
+def segment_scan(model: nn.Module, scan: Any, cfg: dict[str, Any], device: torch.device,
+                 progress: Callable[[str], None] | None = None) -> Prediction:
     """Predict every vertex of ``scan`` (a ``pointmamba.data.Scan``) at full resolution.
 
     The scan is preprocessed exactly as the eval split is (canonical pose, centring, normals, grid
     sampling in test mode); every vertex takes its voxel representative's probabilities, then the
-    ``infer`` options (mirror test-time augmentation, tooth decoding, graph cut) apply.
+    ``infer`` options (mirror test-time augmentation, tooth decoding, graph cut) apply. ``progress`` is
+    told each step as it starts (minutes each on a scan of millions of vertices).
     """
     from ..data import class_to_fdi
     from ..data.dataset import preprocess_scan
@@ -195,12 +201,17 @@ def segment_scan(model: nn.Module, scan: Any, cfg: dict[str, Any], device: torch
         raise ValueError(f"{scan.path}: jaw unknown: name the file *_upper / *_lower or pass --jaw upper|lower "
                          "(the 17-class model numbers teeth per jaw)")
     options = infer_options(cfg)
+    step = progress or (lambda name: None)
+    step("preprocessing")
     arrays = {k: v for k, v in preprocess_scan(scan).items() if k != "labels"}
+    views = len(options["tta_angles"]) * (2 if options["mirror_tta"] else 1)
+    step(f"network, {views} view{'s' if views > 1 else ''}")
     probs, transform = vertex_probabilities(model, arrays, scan.name, cfg, device, options["mirror_tta"],
                                             tuple(options["tta_angles"]))
     aligned = apply_transform(scan.vertices.astype(np.float64), transform)
     normals = apply_transform(arrays["normals"].astype(np.float64), transform, direction=True)
-    classes, numbering = refine_numbered(probs, aligned, scan.faces, normals, scan.jaw, d["num_classes"], options)
+    classes, numbering = refine_numbered(probs, aligned, scan.faces, normals, scan.jaw, d["num_classes"], options,
+                                         progress)
     fdi = class_to_fdi(classes, scan.jaw, d["num_classes"])
     instances, instance_probs = None, None
     if numbering is not None:

@@ -91,8 +91,45 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
                               f"torch.save): {_first_reason(exc)}") from None
     if not isinstance(state, dict) or "model" not in state:
         raise CheckpointError(f"{path}: not a pointmamba checkpoint (no 'model' entry)")
+    check_weights(state["model"], path)
     state["model"] = upgrade_weights(state)
     return state
+
+
+def check_weights(weights: Any, path: str | Path) -> None:
+    """Raise CheckpointError unless ``weights`` maps names to tensors with finite values: a NaN weight
+    makes every prediction NaN (and aborted the graph cut natively)."""
+    if not isinstance(weights, dict):
+        raise CheckpointError(f"{path}: 'model' must map weight names to tensors, got {type(weights).__name__}")
+    for name, value in weights.items():
+        if not isinstance(value, torch.Tensor):
+            raise CheckpointError(f"{path}: weight {str(name)[:80]!r} is a {type(value).__name__}, not a tensor")
+        if value.is_floating_point() or value.is_complex():
+            bad = int((~torch.isfinite(value)).sum())
+            if bad:
+                raise CheckpointError(f"{path}: weight {name!r} holds {bad} NaN or infinite value(s) of "
+                                      f"{value.numel()}: the run diverged or the file is damaged; use an earlier "
+                                      "checkpoint")
+
+
+def checkpoint_config(state: dict[str, Any], path: str | Path) -> dict[str, Any]:
+    """The config stored in checkpoint ``state``, resolved and checked by the rules of a config file (keys,
+    types, ranges: a crafted ``enc_channels: [1e6, 1e6]`` is refused before anything is allocated); its
+    ``model`` and ``data`` sections must be there."""
+    from ..config import ConfigError, resolve_config
+
+    stored = state.get("config")
+    if not isinstance(stored, dict):
+        raise CheckpointError(f"{path}: no config stored in the checkpoint")
+    missing = [k for k in ("model", "data") if not isinstance(stored.get(k), dict)]
+    if missing:  # unlike a config file's, these are facts of the training (classes, grid, channels), not choices
+        raise CheckpointError(f"{path}: its stored config has no {' or '.join(repr(k) for k in missing)} section: "
+                              "cannot tell how the model was trained (classes, grid size, input channels)")
+    user = {k: v for k, v in stored.items() if not (isinstance(k, str) and k.startswith("_"))}
+    try:
+        return resolve_config(user, f"{path}: its stored config")
+    except ConfigError as exc:
+        raise CheckpointError(str(exc)) from None
 
 
 def upgrade_weights(state: dict[str, Any]) -> dict[str, Any]:
@@ -113,6 +150,24 @@ def upgrade_weights(state: dict[str, Any]) -> dict[str, Any]:
             weights[prefix + "enabled"] = torch.tensor(factor > 0.0)
             weights[prefix + "ramp"] = torch.tensor(factor)
     return weights
+
+
+RESUME_STATE = {"optimizer": dict, "scheduler": dict, "epoch": int, "iteration": int, "best_miou": (int, float),
+                "nonfinite_total": int, "rng": dict, "hooks": dict}
+"""What a checkpoint needs to be resumed from (beyond ``model``), with its types."""
+
+
+def check_resume_state(state: dict[str, Any], path: str | Path) -> None:
+    """Raise CheckpointError naming the entry unless ``state`` holds a training state to resume (a compact
+    model file or a foreign checkpoint holds weights only)."""
+    for key, kind in RESUME_STATE.items():
+        if key not in state:
+            raise CheckpointError(f"{path}: cannot resume from it: no {key!r} entry (a model file, not a training "
+                                  "checkpoint?)")
+        if not isinstance(state[key], kind) or isinstance(state[key], bool):
+            raise CheckpointError(f"{path}: cannot resume from it: {key!r} is a {type(state[key]).__name__}")
+    if state["epoch"] < 0 or state["iteration"] < 0:
+        raise CheckpointError(f"{path}: cannot resume from it: negative epoch or iteration")
 
 
 # ------------------------------------------------------------------------------ model compatibility

@@ -213,8 +213,9 @@ class DiagnosticsHook(Hook):
                      "hook_ms": hook_ms}
         trainer.log(self.summary_line(self.last))
         if getattr(trainer, "work_dir", None) is not None:
-            with open(trainer.work_dir / "diagnostics.jsonl", "a") as fh:
-                fh.write(json.dumps(self.last) + "\n")
+            from ..atomic_file import append_text
+
+            append_text(trainer.work_dir / "diagnostics.jsonl", json.dumps(self.last) + "\n")
 
     def summary_line(self, last: dict[str, Any]) -> str:
         """One compact line: gate range and contribution over the active RelPos modules, grad/param per

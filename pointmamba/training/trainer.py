@@ -11,10 +11,12 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
+from ..atomic_file import append_text, atomic_write
 from ..data.preflight import check_dataset, mirrored_scans
 from ..device import DeviceError, autocast, resolve_device  # noqa: F401 - DeviceError: old import path
 from ..evaluation.evaluate import evaluate
-from .checkpoint import check_model_config, load_checkpoint, load_model_weights, save_checkpoint
+from .checkpoint import (CheckpointError, check_model_config, check_resume_state, load_checkpoint, load_model_weights,
+                         save_checkpoint)
 from .data_builders import build_dataset, build_loader, ensure_data
 from .distributed import DistInfo, all_reduce_sum, barrier, cleanup, init_distributed
 from .hooks import Hook
@@ -22,7 +24,8 @@ from .loss import balanced_class_weights, class_counts, segmentation_loss
 from .optim import build_optimizer, build_scheduler
 from .seed import rng_state, set_deterministic, set_rng_state, set_seed
 from .warmup import WarmupSwitch
-from .work_dir import check_work_dir, clear_previous_run, remove_stale_temp_files
+from .work_dir import (WorkDirLock, check_previous_run, check_work_dir_path, clear_previous_run,
+                       read_metrics, remove_stale_temp_files, resume_checkpoint)
 
 
 class TrainingDiverged(RuntimeError):
@@ -50,16 +53,27 @@ class Trainer:
 
     def __init__(self, cfg: dict[str, Any], resume: bool = False, hooks: list[Hook] | None = None,
                  overwrite: bool = False) -> None:
+        self.cfg = cfg
+        self.lock: WorkDirLock | None = None
+        self.writer: Any = None
+        try:
+            self._build(resume, hooks, overwrite)
+        except BaseException:
+            self.close()  # a failed start releases the work dir (and the process group)
+            raise
+
+    def _build(self, resume: bool, hooks: list[Hook] | None, overwrite: bool) -> None:
         from ..config import dump_config
 
-        self.cfg = cfg
-        resume_state = self.build_device_and_work_dir(resume, overwrite)
+        cfg = self.cfg
+        resume_from, resume_state = self.build_device_and_work_dir(resume, overwrite)
         set_deterministic()
         set_seed(cfg["seed"])  # same on every rank: identical initial weights
         self.build_data()
         if self.is_main:  # only now, with the data checked: a failed start leaves a previous run intact
-            if overwrite:
-                clear_previous_run(self.work_dir, self.log)
+            if not resume:  # --overwrite; else what a run that saved no checkpoint left (nothing to resume)
+                clear_previous_run(self.work_dir, self.log, "--overwrite: removed the previous run's" if overwrite else
+                                   "removed what a run that saved no checkpoint left (killed in its first epoch?):")
             dump_config(cfg, self.work_dir / "config.yaml")
         self.build_model(init_from=cfg["train"]["init_from"] if not resume else None)
         self.build_optimizer()
@@ -74,28 +88,33 @@ class Trainer:
         self.last_finite_loss: float | None = None
         set_seed(cfg["seed"] + self.dist.rank)  # training randomness differs per rank
         if resume_state is not None:
-            self.resume(self.work_dir / "last.pth", resume_state)
+            self.resume(resume_from, resume_state)
 
     # ------------------------------------------------------------------ build steps (in this order)
-    def build_device_and_work_dir(self, resume: bool, overwrite: bool) -> dict[str, Any] | None:
-        """Device, process group, work dir checks; the checkpoint to resume from (read, not applied)."""
+    def build_device_and_work_dir(self, resume: bool, overwrite: bool) -> tuple[Path | None, dict[str, Any] | None]:
+        """Device, process group, work dir checks and lock; the checkpoint to resume from and its content
+        (read, not applied)."""
         self.device = resolve_device(self.cfg["train"]["device"])
         self.dist: DistInfo = init_distributed(self.device.type)
         if self.device.type == "cuda":
             self.device = torch.device("cuda", self.dist.local_rank)
         self.work_dir = Path(self.cfg["work_dir"])
         self.is_main = self.dist.is_main
-        # before anything is written: a previous run is replaced only when asked, and a resumed one only
-        # by the same model (config.yaml is rewritten only after that check)
-        check_work_dir(self.work_dir, resume, overwrite)
-        resume_state = None
-        if resume:
-            resume_state = load_checkpoint(self.work_dir / "last.pth", map_location="cpu")
-            check_model_config(resume_state, self.cfg, self.work_dir / "last.pth")
+        # before anything is written: one run at a time (the lock, taken before the other checks so that a
+        # live run is named as such), a previous run is replaced only when asked, and a resumed one only by
+        # the same model (config.yaml is rewritten only after that check)
+        check_work_dir_path(self.work_dir, resume, overwrite)
         if self.is_main:
-            self.work_dir.mkdir(parents=True, exist_ok=True)
+            self.lock = WorkDirLock(self.work_dir)
+        check_previous_run(self.work_dir, resume, overwrite)
+        resume_from = resume_checkpoint(self.work_dir) if resume else None
+        resume_state = None
+        if resume_from is not None:
+            resume_state = load_checkpoint(resume_from, map_location="cpu")
+            check_model_config(resume_state, self.cfg, resume_from)
+        if self.is_main:
             remove_stale_temp_files(self.work_dir)
-        return resume_state
+        return resume_from, resume_state
 
     def build_data(self) -> None:
         """Training and validation sets and loaders, every scan read and checked now."""
@@ -200,8 +219,7 @@ class Trainer:
         if not self.is_main:
             return
         tqdm.write(msg)
-        with open(self.work_dir / "train.log", "a") as fh:
-            fh.write(msg + "\n")
+        append_text(self.work_dir / "train.log", msg + "\n")
 
     def state_dict(self) -> dict[str, Any]:
         return {
@@ -222,15 +240,19 @@ class Trainer:
         if state is None:
             state = load_checkpoint(path, map_location="cpu")
             check_model_config(state, self.cfg, path)
+        check_resume_state(state, path)
         load_model_weights(self.net, state["model"], path)
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.scheduler.load_state_dict(state["scheduler"])
+        try:  # a foreign or crafted file: one line naming it, not the optimizer's traceback
+            self.optimizer.load_state_dict(state["optimizer"])
+            self.scheduler.load_state_dict(state["scheduler"])
+            set_rng_state(state["rng"])
+            for hook in self.hooks:
+                hook.load_state_dict(state["hooks"].get(hook.name, {}))
+        except (ValueError, KeyError, TypeError, IndexError, RuntimeError) as exc:
+            raise CheckpointError(f"{path}: cannot resume from it: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
         self.epoch, self.iteration = state["epoch"], state["iteration"]
         self.best_miou = state["best_miou"]
         self.nonfinite_total = state["nonfinite_total"]
-        set_rng_state(state["rng"])
-        for hook in self.hooks:
-            hook.load_state_dict(state["hooks"].get(hook.name, {}))
         self._truncate_metrics()
         self.log(f"resumed from {path} at epoch {self.epoch}, iteration {self.iteration}")
 
@@ -239,8 +261,8 @@ class Trainer:
         path = self.work_dir / "metrics.jsonl"
         if not self.is_main or not path.is_file():
             return
-        lines = [ln for ln in path.read_text().splitlines() if ln.strip() and json.loads(ln)["epoch"] <= self.epoch]
-        path.write_text("".join(ln + "\n" for ln in lines))
+        records = [r for r in read_metrics(path, warn=lambda m: self.log(f"warning: {m}")) if r["epoch"] <= self.epoch]
+        atomic_write(path, "".join(json.dumps(r) + "\n" for r in records).encode())
 
     def _call(self, event: str, *args: Any) -> None:
         for hook in self.hooks:
@@ -376,8 +398,8 @@ class Trainer:
                f"lr {record['lr']:.2e} {record['points_per_s']:.0f} pts/s")
         if "val_miou" in record:
             msg += f" | val mIoU {record['val_miou']:.4f} acc {record['val_accuracy']:.4f}"
-        with open(self.work_dir / "metrics.jsonl", "a") as fh:  # lines past the resumed epoch are dropped
-            fh.write(json.dumps({k: v for k, v in record.items() if k != "val_iou"}) + "\n")
+        # lines past the resumed epoch are dropped on resume
+        append_text(self.work_dir / "metrics.jsonl", json.dumps({k: v for k, v in record.items() if k != "val_iou"}) + "\n")
         improved = record.get("val_miou", -math.inf) > self.best_miou
         if improved:
             self.best_miou = record["val_miou"]
@@ -394,6 +416,11 @@ class Trainer:
         barrier(self.dist)
 
     def close(self) -> None:
+        """Close the TensorBoard writer, leave the process group, release the work dir."""
         if self.writer is not None:
             self.writer.close()
-        cleanup(self.dist)
+        if hasattr(self, "dist"):
+            cleanup(self.dist)
+        if self.lock is not None:
+            self.lock.release()
+            self.lock = None

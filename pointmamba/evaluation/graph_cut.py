@@ -21,13 +21,25 @@ energy (MLEX001: 78 of 50,643 vertices differ from GCO's adaptive run-to-converg
 against 1,589,006)."""
 
 
-def mesh_edges(faces: np.ndarray) -> np.ndarray:
-    """Unique undirected edges (E, 2) of a triangle mesh, smaller index first."""
+def mesh_edges(faces: np.ndarray, num_vertices: int | None = None) -> np.ndarray:
+    """Unique undirected edges (E, 2) of a triangle mesh, smaller index first, sorted.
+
+    Deduplicated as a sparse adjacency matrix (a counting sort by the first vertex, then each vertex's
+    few neighbours): no sort of all 3F half-edges (``np.unique(axis=0)`` took 1.4 s for 400k faces,
+    this 0.05 s)."""
+    from scipy.sparse import csr_matrix
+
     f = np.asarray(faces, dtype=np.int64)
-    e = np.concatenate([f[:, [0, 1]], f[:, [1, 2]], f[:, [2, 0]]])
-    e = np.sort(e, 1)
-    e = e[e[:, 0] != e[:, 1]]
-    return np.unique(e, axis=0)
+    if f.size == 0:
+        return np.zeros((0, 2), dtype=np.int64)
+    n = int(f.max()) + 1 if num_vertices is None else int(num_vertices)
+    a, b = f.T.reshape(-1), f[:, [1, 2, 0]].T.reshape(-1)
+    lo, hi = np.minimum(a, b), np.maximum(a, b)
+    keep = lo != hi
+    adjacency = csr_matrix((np.ones(int(keep.sum()), dtype=np.int8), (lo[keep], hi[keep])), shape=(n, n))
+    adjacency.sum_duplicates()  # sorts each row's columns and merges repeats
+    rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(adjacency.indptr))
+    return np.stack([rows, adjacency.indices.astype(np.int64)], 1)
 
 
 def edge_weights(vertices: np.ndarray, normals: np.ndarray, edges: np.ndarray) -> np.ndarray:

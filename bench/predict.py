@@ -49,7 +49,7 @@ def subdivide(vertices: np.ndarray, faces: np.ndarray) -> tuple[np.ndarray, np.n
     """Each triangle into four through its edges' midpoints (one new vertex per edge): V + E vertices."""
     from pointmamba.evaluation.graph_cut import mesh_edges
 
-    edges = mesh_edges(faces, len(vertices))
+    edges = mesh_edges(faces)
     key = edges[:, 0] * len(vertices) + edges[:, 1]
     order = np.argsort(key)
 

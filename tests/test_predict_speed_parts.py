@@ -67,6 +67,14 @@ def test_render_shows_each_class_colour(tmp_path: Path) -> None:
         assert (close & (scale > 0.3)).sum() > 20, f"class {c} not in the picture"
 
 
+def test_render_survives_a_mesh_without_extent(tmp_path: Path) -> None:
+    from pointmamba.evaluation.render import render_segmentation
+
+    vertices, faces = np.zeros((3, 3)), np.array([[0, 1, 2]])
+    labels = np.zeros(3, dtype=np.int64)
+    assert render_segmentation(tmp_path / "flat.png", vertices, faces, labels, class_colors(17), labels, "t").is_file()
+
+
 # ------------------------------------------------------------------------------------------ PLY, edges
 def test_write_ply_is_byte_identical_to_plyfile(tmp_path: Path) -> None:
     from plyfile import PlyData, PlyElement

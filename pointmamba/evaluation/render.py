@@ -95,7 +95,7 @@ def _face_shading(v: np.ndarray, faces: np.ndarray) -> np.ndarray:
 def _frame(v: np.ndarray) -> tuple[float, float, float, float]:
     """Axis limits (x0, x1, y0, y1) of a view: the projected mesh with a 3 % margin."""
     lo, hi = v[:, :2].min(0), v[:, :2].max(0)
-    pad = 0.03 * (hi - lo).max()
+    pad = 0.03 * (hi - lo).max() or 1.0  # a mesh with no extent still gets a frame
     return lo[0] - pad, hi[0] + pad, lo[1] - pad, hi[1] + pad
 
 

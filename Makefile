@@ -25,4 +25,4 @@ test-all: install
 	$(BIN)/python -m pytest -q -m ""; rc=$$?; if [ $$rc -eq 5 ]; then rc=0; fi; exit $$rc
 
 bench: install
-	for b in serialization scan scan_backends data model; do $(BIN)/python bench/$$b.py || exit 1; done
+	for b in serialization scan scan_backends data model predict; do $(BIN)/python bench/$$b.py || exit 1; done

@@ -21,7 +21,7 @@ setup(
         "matplotlib>=3.7",
         "pyyaml>=6.0",
         "plyfile>=1.0",
-        "gco-wrapper>=3.0",  # graph-cut refinement (engine/graph_cut.py); a binary wheel, nothing compiles
+        "gco-wrapper>=3.0",  # graph-cut refinement (evaluation/graph_cut.py); a binary wheel, nothing compiles
     ],
     extras_require={
         # selenium drives Debian's chromium (apt-get install chromium chromium-driver) in the review-page

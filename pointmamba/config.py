@@ -37,7 +37,7 @@ DATA_DEFAULTS: dict[str, Any] = {
     "augment": True,
     "jaw_feature": False,  # add a 7th input channel: +1 upper, -1 lower jaw (model.in_channels must be 7)
     "cache_dir": None,  # preprocessing cache (default: $POINTMAMBA_CACHE or ~/.cache/pointmamba)
-    "num_workers": 0,  # DataLoader workers
+    "num_workers": 0,  # DataLoader worker processes (0: the loader runs in a thread one batch ahead of the step)
     # roots whose labels are positions along the arch, not tooth identities (where teeth are missing, the
     # numbers behind the gap are shifted): their arches that miss a tooth weigh position_label_weight in
     # the loss, and only their complete arches get missing-tooth augmentation

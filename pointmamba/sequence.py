@@ -5,6 +5,8 @@ batch index sits in the high bits of every curve code. Padding is on the right o
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch import Tensor
 
@@ -48,3 +50,73 @@ def reverse_index(lengths: Tensor) -> Tensor:
     batch = torch.repeat_interleave(torch.arange(len(lengths), device=lengths.device), lengths)
     pos = torch.arange(int(lengths.sum()), device=lengths.device)
     return starts[batch] + ends[batch] - 1 - pos
+
+
+@dataclass
+class Routes:
+    """How rows in row order reach the padded (B, Lmax) layout of the bidirectional mixer and come back,
+    for one curve order: a gather each way, no scatter.
+
+    ``into[d]`` (B * Lmax,): the row feeding each padded position in direction d (0: along the curve, 1:
+    reversed within each sample); positions in ``pad`` hold no row (their gathered row is zeroed).
+    ``back[d]`` (N,): the padded position of each row in direction d.
+    """
+
+    into: tuple[Tensor, Tensor]
+    back: tuple[Tensor, Tensor]
+    pad: Tensor
+    batch: int
+    lmax: int
+
+
+def routes(order: Tensor, lengths: Tensor) -> Routes:
+    """:class:`Routes` for rows visited in ``order`` (curve position -> row, grouped by sample with
+    ``lengths`` rows each)."""
+    flat, mask, lmax = padded_index(lengths)
+    size = len(lengths) * lmax
+    into, back = [], []
+    for rows in (order, order[reverse_index(lengths)]):  # curve order; reversed within each sample
+        src = torch.zeros(size, dtype=torch.long, device=order.device)
+        src[flat] = rows
+        dst = torch.empty_like(rows)
+        dst[rows] = flat
+        into.append(src)
+        back.append(dst)
+    return Routes((into[0], into[1]), (back[0], back[1]), (~mask).reshape(-1).nonzero().squeeze(1), len(lengths), lmax)
+
+
+class _Route(torch.autograd.Function):
+    """``out = x[gather]`` with rows ``zero_out`` zeroed, where every row of x that matters feeds exactly one
+    kept row of out, at ``back[row]``: the gradient is then a gather too, ``grad[back]`` (rows
+    ``zero_grad`` zeroed), exactly what index_select's scatter-add backward gives, without the scatter."""
+
+    @staticmethod
+    def forward(ctx, x: Tensor, gather: Tensor, back: Tensor, zero_out: Tensor | None,  # noqa: ANN001
+                zero_grad: Tensor | None) -> Tensor:
+        out = x.index_select(0, gather)
+        if zero_out is not None and zero_out.numel():
+            out.index_fill_(0, zero_out, 0)
+        ctx.save_for_backward(back)
+        ctx.zero_grad = zero_grad
+        return out
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad: Tensor) -> tuple[Tensor | None, None, None, None, None]:  # noqa: ANN001
+        (back,) = ctx.saved_tensors
+        out = grad.contiguous().index_select(0, back)
+        if ctx.zero_grad is not None and ctx.zero_grad.numel():
+            out.index_fill_(0, ctx.zero_grad, 0)
+        return out, None, None, None, None
+
+
+def to_padded(x: Tensor, r: Routes, direction: int) -> Tensor:
+    """Rows (N, C) in row order -> (B, Lmax, C) sequences of ``direction``, zero padded on the right."""
+    out = _Route.apply(x, r.into[direction], r.back[direction], r.pad, None)
+    return out.view(r.batch, r.lmax, *x.shape[1:])
+
+
+def from_padded(y: Tensor, r: Routes, direction: int) -> Tensor:
+    """(B, Lmax, C) outputs of ``direction`` -> rows (N, C) in row order (padded positions dropped)."""
+    flat = y.reshape(r.batch * r.lmax, *y.shape[2:])
+    return _Route.apply(flat, r.back[direction], r.into[direction], None, r.pad)

@@ -6,7 +6,7 @@ import pytest
 
 from pointmamba.data import (DEFAULT_AUGMENT, Augment, apply_transform, canonical_pose, cap_points, grid_sample,
                              mirror, random_rotation, synthetic_jaw, vertex_normals)
-from pointmamba.data.grid_sample import voxel_keys
+from pointmamba.data.grid_sampling import voxel_keys
 
 
 def _angle_about_z(r: np.ndarray) -> float:

@@ -38,9 +38,12 @@ def test_predict_real_scan_writes_full_resolution_json(tiny_run: tuple[Path, lis
     work, _ = tiny_run
     scan = scans_dir / "MSN001" / "MSN001_lower.obj"
     proc = subprocess.run([sys.executable, str(ROOT / "tools" / "predict.py"), str(scan), "--checkpoint",
-                           str(work / "last.pth"), "--out", str(tmp_path)], capture_output=True, text=True,
+                           str(work / "last.pth"), "--out", str(tmp_path), "--verbose"], capture_output=True, text=True,
                           cwd=ROOT, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
+    steps = next(line for line in proc.stdout.splitlines() if line.strip().startswith("steps:"))  # --verbose
+    for name in ("load", "preprocess", "network", "refine", "write", "picture", "total"):
+        assert f"{name} " in steps, steps
     out = json.loads((tmp_path / "MSN001_lower.json").read_text())
     assert out["jaw"] == "lower" and out["id_patient"] == "MSN001"
     assert len(out["labels"]) == count_obj_vertices(scan)

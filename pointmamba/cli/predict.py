@@ -69,6 +69,7 @@ def main() -> None:
     from pointmamba.data.scan_files import expand_scan_paths, label_file_beside
     from pointmamba.device import resolve_device
     from pointmamba.segmenter import Segmenter
+    from pointmamba.timing import StepTimer, step
 
     # everything checked before any work or output (see pointmamba/data/preflight.py, pointmamba/cli/output_files.py)
     infer = infer_overrides(args.overrides)
@@ -109,27 +110,34 @@ def main() -> None:
     for item, files in bar:
         t0 = time.perf_counter()
         stem = files[".json"].stem
-        scan = checked_scan(item)  # read once, by the check
-        scan.meta["name"] = stem
-        progress = step_printer(str(item.path), item.num_vertices >= LARGE_SCAN_VERTICES)
-        result = segmenter.segment(scan, item.units, progress)
-        if progress:
-            progress("writing results")
-        result.save_json(files[".json"])
-        result.save_ply(files[".ply"])
-        ref = item.reference_labels  # read (and checked) once, by the check
-        if progress:
-            progress("drawing the picture")
-        result.save_png(files[".png"], reference=ref)
-        if args.export_teeth:
-            written = set(result.save_teeth(out, stem))
-            for path in files.values():  # an earlier run's tooth that this run did not find
-                if path.suffix == ".stl" and path not in written and os.path.lexists(path):
-                    path.unlink()
+        with StepTimer() as timer:  # seconds per step, shown with --verbose (pointmamba/timing.py)
+            with step("load"):
+                scan = checked_scan(item)  # read once, by the check
+            scan.meta["name"] = stem
+            progress = step_printer(str(item.path), item.num_vertices >= LARGE_SCAN_VERTICES)
+            result = segmenter.segment(scan, item.units, progress)
+            if progress:
+                progress("writing results")
+            with step("write"):
+                result.save_json(files[".json"])
+                result.save_ply(files[".ply"])
+            ref = item.reference_labels  # read (and checked) once, by the check
+            if progress:
+                progress("drawing the picture")
+            with step("picture"):
+                result.save_png(files[".png"], reference=ref)
+            if args.export_teeth:
+                with step("write"):
+                    written = set(result.save_teeth(out, stem))
+                    for path in files.values():  # an earlier run's tooth that this run did not find
+                        if path.suffix == ".stl" and path not in written and os.path.lexists(path):
+                            path.unlink()
         metrics = result.compare(ref) if ref is not None else None
         seconds = time.perf_counter() - t0
         msg = (f"{item.path}: {scan.num_vertices} vertices, {seconds:.2f} s, teeth {result.teeth} -> "
                f"{files['.json']}")
+        if args.verbose:
+            msg += f"\n  steps: {timer.line()}"
         if metrics is not None:
             msg += (f"\n  vs reference: accuracy {metrics['accuracy']:.4f}, mIoU {metrics['miou']:.4f}, "
                     f"TSA {metrics['TSA']:.4f}, TLA {metrics['TLA']:.4f}, TIR {metrics['TIR']:.4f}")

@@ -10,7 +10,7 @@ from .dataset import Teeth3DSDataset, collate, find_scans, preprocess, read_spli
 from .errors import ScanFormatError
 from .fdi import (CLASS_NAMES, IGNORE_INDEX, LOWER_FDI, UPPER_FDI, class_colors, class_to_fdi, fdi_name,
                   fdi_to_class, mirror_class, mirror_fdi)
-from .grid_sample import cap_points, grid_sample
+from .grid_sampling import cap_points, grid_sample
 from .mesh import (apply_transform, read_mesh, read_obj, read_ply, read_stl, vertex_normals, write_obj,
                    write_ply, write_stl)
 from .pose import alignment_errors, canonical_pose

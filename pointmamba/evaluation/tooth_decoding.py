@@ -122,7 +122,7 @@ def arch_decoding(coord: np.ndarray, probs: np.ndarray, jaw: str, num_classes: i
     widths = TOOTH_WIDTH_MM[jaw]
     allowed = np.zeros_like(probs, dtype=bool)
     allowed[:, 0] = True
-    allowed[np.setdiff1d(np.arange(len(probs)), tooth)] = True  # gingiva vertices keep every class
+    allowed[pred == 0] = True  # gingiva vertices keep every class
     for s, blk in enumerate(blocks):
         members = np.flatnonzero(side == s)
         if len(members) == 0:
@@ -169,11 +169,10 @@ def relabel_teeth(labels: np.ndarray, decoded: np.ndarray, faces: np.ndarray, ag
     n = len(labels)
     graph = coo_matrix((np.ones(len(e)), (e[:, 0], e[:, 1])), shape=(n, n))
     _, comp = connected_components(graph, directed=False)
-    order = np.argsort(comp, kind="stable")
+    tooth = np.flatnonzero(labels > 0)  # gingiva vertices are pieces of their own: skipped, not visited
+    order = tooth[np.argsort(comp[tooth], kind="stable")]
     starts = np.flatnonzero(np.r_[True, np.diff(comp[order]) != 0])
     for members in np.split(order, starts[1:]):
-        if labels[members[0]] <= 0:
-            continue
         dec = decoded[members]
         known = dec >= 0
         if not known.any():

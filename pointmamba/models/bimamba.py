@@ -11,7 +11,7 @@ import torch
 from torch import Tensor, nn
 
 from .mamba import Mamba
-from pointmamba.sequence import pack_to_padded, padded_to_pack, reverse_index
+from pointmamba.sequence import Routes, from_padded, pack_to_padded, padded_to_pack, reverse_index, routes, to_padded
 
 COMBINES = ("sum", "concat")
 
@@ -64,19 +64,33 @@ class BiMamba(nn.Module):
         rev = reverse_index(lengths)  # an involution: it also restores the order
         return self._run(self._backward_mamba(), x[rev], lengths)[rev]
 
-    def directions(self, x: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
-        """Both directions' outputs (N, C) each, before they are combined."""
-        if self.mamba_bwd is not None:
-            return self.forward_direction(x, lengths), self.backward_direction(x, lengths)
-        # Shared weights: one Mamba call over the 2B sequences (forward samples, then reversed samples).
-        self._check(x, lengths)
-        rev = reverse_index(lengths)
-        both = self._run(self.mamba_fwd, torch.cat([x, x[rev]]), torch.cat([lengths, lengths]))
-        rows = x.shape[0]
-        return both[:rows], both[rows:][rev]
+    def _mix(self, x: Tensor, r: Routes) -> tuple[Tensor, Tensor]:
+        """Both directions' outputs (N, C) in x's row order, the sequences given by ``r``.
 
-    def forward(self, x: Tensor, lengths: Tensor) -> Tensor:
-        y_fwd, y_bwd = self.directions(x, lengths)
+        Rows go to the padded layout and back by gathers alone (``sequence.routes``). Padded positions
+        sit after every sample's rows, so a causal Mamba's valid outputs never see them; their outputs
+        are dropped, hence no ``lengths`` masking inside the Mamba."""
+        if self.mamba_bwd is not None:
+            y_fwd = from_padded(self.mamba_fwd(to_padded(x, r, 0)), r, 0)
+            return y_fwd, from_padded(self.mamba_bwd(to_padded(x, r, 1)), r, 1)
+        # Shared weights: one Mamba call over the 2B sequences (forward samples, then reversed samples).
+        both = self.mamba_fwd(torch.cat([to_padded(x, r, 0), to_padded(x, r, 1)]))
+        return from_padded(both[:r.batch], r, 0), from_padded(both[r.batch:], r, 1)
+
+    def _combine(self, y_fwd: Tensor, y_bwd: Tensor) -> Tensor:
         if self.proj is None:
             return y_fwd + y_bwd
         return self.proj(torch.cat([y_fwd, y_bwd], dim=-1))
+
+    def directions(self, x: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
+        """Both directions' outputs (N, C) each, before they are combined."""
+        self._check(x, lengths)
+        return self._mix(x, routes(torch.arange(x.shape[0], device=x.device), lengths.to(x.device)))
+
+    def mix_rows(self, x: Tensor, r: Routes) -> Tensor:
+        """(N, C) rows in row order -> (N, C) in row order, along the curve ``r`` routes (see
+        :func:`pointmamba.sequence.routes`): what :class:`MambaBlock` calls, with no reordering copies."""
+        return self._combine(*self._mix(x, r))
+
+    def forward(self, x: Tensor, lengths: Tensor) -> Tensor:
+        return self._combine(*self.directions(x, lengths))

@@ -6,12 +6,13 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor, nn
 
+from ..sequence import Routes, routes
 from .bimamba import BiMamba
 
 if TYPE_CHECKING:
     from ..structure import PointBatch
 
-__all__ = ["DropPath", "MambaBlock"]
+__all__ = ["DropPath", "MambaBlock", "mixer_routes"]
 
 
 class DropPath(nn.Module):
@@ -49,6 +50,19 @@ class MambaBlock(nn.Module):
         self.drop_path = DropPath(drop_path)
 
     def forward(self, feat: Tensor, point: PointBatch, k: int) -> Tensor:
-        h = self.norm(feat).index_select(0, point.order[k])
-        y = self.mixer(h, point.lengths).index_select(0, point.inverse[k])
+        # rows go straight from row order into each direction's padded sequences and back (gathers that
+        # fold in order[k], the reversal and the padding): the same values as reordering with order[k] and
+        # inverse[k] around the packed mixer, with fewer copies and no scatter in the backward
+        y = self.mixer.mix_rows(self.norm(feat), mixer_routes(point, k))
         return feat + self.drop_path(y, point.batch, point.num_samples)
+
+
+def mixer_routes(point: PointBatch, k: int) -> Routes:
+    """The mixer's :class:`~pointmamba.sequence.Routes` along order ``k``, cached in ``point.cache`` per
+    ``point.order`` tensor (every block at one resolution using order k shares them)."""
+    holder = point.cache.get("mixer_routes")
+    if holder is None or holder[0] is not point.order:  # re-serialized: stale
+        holder = point.cache["mixer_routes"] = (point.order, {})
+    if k not in holder[1]:
+        holder[1][k] = routes(point.order[k], point.lengths)
+    return holder[1][k]

@@ -17,8 +17,11 @@ import torch
 from numba import njit, prange
 from torch import Tensor
 
+from . import compile_notice
 from .numba_threads import channel_block, channel_blocks, set_threads
 from .vector_exp import exp as _exp
+
+compile_notice.install()  # a first run compiles for seconds: say so
 
 # Channels per task at least: LLVM keeps the channel loops vectorized only for ~48+ channels (its
 # runtime alias checks cost more below; measured: 32-wide blocks ran 2x slower per element than 64-wide).

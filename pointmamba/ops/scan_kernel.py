@@ -40,8 +40,11 @@ import torch
 from numba import njit, prange
 from torch import Tensor
 
+from . import compile_notice
 from .numba_threads import channel_block, channel_blocks, set_threads
 from .vector_exp import exp as _exp
+
+compile_notice.install()  # a first run compiles for seconds: say so
 
 _CHUNK = 32  # time steps between forward checkpoints = the backward's recompute window
 

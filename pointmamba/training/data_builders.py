@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable, Iterator
 
 from torch.utils.data import DataLoader, DistributedSampler
 
@@ -99,3 +99,50 @@ def build_loader(dataset: Any, cfg: dict[str, Any], train: bool, dist: DistInfo)
         collate_fn=collate,
         persistent_workers=False,
     )
+
+
+def prefetch(batches: Iterable[Any], depth: int = 1) -> Iterator[Any]:
+    """``batches`` in order, the next ``depth`` loaded by a background thread while the caller works on the
+    current one: with ``data.num_workers: 0`` a training step no longer waits for reading, augmenting and
+    collating its batch (about 30 ms of a 1.3 s step for two cached 8k-vertex jaws). Items are the
+    loader's own (each augmented from its (seed, epoch, index) generator), so runs stay bit-identical.
+    Stopping early (``break``) stops the thread; an error in loading is raised here, in order."""
+    import queue
+    import threading
+
+    done = object()
+    slots: queue.Queue = queue.Queue(maxsize=max(1, depth))
+    stop = threading.Event()
+
+    def put(item: Any) -> bool:
+        while not stop.is_set():
+            try:
+                slots.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def fill() -> None:
+        try:
+            for batch in batches:
+                if not put((batch, None)):
+                    return
+        except BaseException as exc:  # noqa: BLE001 - handed to the consumer
+            put((None, exc))
+            return
+        put((done, None))
+
+    thread = threading.Thread(target=fill, name="pointmamba-prefetch", daemon=True)
+    thread.start()
+    try:
+        while True:
+            batch, error = slots.get()
+            if error is not None:
+                raise error
+            if batch is done:
+                return
+            yield batch
+    finally:
+        stop.set()
+        thread.join()

@@ -26,15 +26,13 @@ from __future__ import annotations
 
 import json
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 from torch import Tensor
 
-from .hooks import Hook
+from .hooks import Hook, TrainerView
 
-if TYPE_CHECKING:
-    from .trainer import Trainer
 
 PARAM_GROUPS: dict[str, str] = {
     "relpos": "relpos",  # PositionSlot.relpos (one RelPos per order)
@@ -136,7 +134,7 @@ class DiagnosticsHook(Hook):
         self.last: dict[str, Any] = {}  # the last step's figures (tests, interactive use)
 
     # ------------------------------------------------------------------ arming
-    def _due(self, trainer: "Trainer") -> bool:
+    def _due(self, trainer: TrainerView) -> bool:
         # only the main process writes; other ranks pay nothing
         if trainer.writer is None:
             return False
@@ -150,10 +148,10 @@ class DiagnosticsHook(Hook):
             module.record = None
         self._armed = []
 
-    def before_epoch(self, trainer: "Trainer") -> None:
+    def before_epoch(self, trainer: TrainerView) -> None:
         self._disarm()
 
-    def before_step(self, trainer: "Trainer") -> None:
+    def before_step(self, trainer: TrainerView) -> None:
         if self._armed:  # the previous diagnostics step was skipped (non-finite loss)
             self._disarm()
         if not self._due(trainer):
@@ -164,14 +162,14 @@ class DiagnosticsHook(Hook):
             self._armed.append(module)
         self._t_hook = time.perf_counter() - t0
 
-    def after_step(self, trainer: "Trainer", loss: float) -> None:
+    def after_step(self, trainer: TrainerView, loss: float) -> None:
         self._disarm()
 
-    def after_train(self, trainer: "Trainer") -> None:
+    def after_train(self, trainer: TrainerView) -> None:
         self._disarm()
 
     # ------------------------------------------------------------------ reading
-    def after_backward(self, trainer: "Trainer") -> None:
+    def after_backward(self, trainer: TrainerView) -> None:
         if not self._due(trainer):
             return
         t0 = time.perf_counter()

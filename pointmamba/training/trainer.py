@@ -17,7 +17,7 @@ from ..device import DeviceError, autocast, resolve_device  # noqa: F401 - Devic
 from ..evaluation.evaluate import evaluate
 from .checkpoint import (CheckpointError, check_model_config, check_resume_state, load_checkpoint, load_model_weights,
                          save_checkpoint)
-from .data_builders import build_dataset, build_loader, ensure_data
+from .data_builders import build_dataset, build_loader, ensure_data, prefetch
 from .distributed import DistInfo, all_reduce_sum, barrier, cleanup, init_distributed
 from .hooks import Hook
 from .loss import balanced_class_weights, class_counts, segmentation_loss
@@ -301,7 +301,9 @@ class Trainer:
         loss_sum, steps, points, t0 = 0.0, 0, 0, time.perf_counter()
         bar = tqdm(total=self.steps_per_epoch, desc=f"epoch {self.epoch + 1}/{t['epochs']}",
                    disable=not (t["progress"] and self.is_main), leave=False, dynamic_ncols=True)
-        for step, batch in enumerate(self.train_loader):
+        # without loader workers, a thread loads the next batch while this one trains
+        batches = prefetch(self.train_loader) if self.cfg["data"]["num_workers"] == 0 else iter(self.train_loader)
+        for step, batch in enumerate(batches):
             if step >= self.steps_per_epoch:
                 break
             loss = self.train_step(batch)
@@ -314,6 +316,8 @@ class Trainer:
                             lr=f"{self.scheduler.get_last_lr()[0]:.2e}", pts_s=f"{rate:.0f}")
             bar.update(1)
         bar.close()
+        if hasattr(batches, "close"):
+            batches.close()  # stops the prefetch thread after an early break
         elapsed = time.perf_counter() - t0
         return {
             "epoch": self.epoch + 1,

@@ -1,12 +1,9 @@
 """The warm-up switch: RelPos off for the first N epochs, then on (optionally ramped in over M epochs)."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .hooks import Hook
-
-if TYPE_CHECKING:
-    from .trainer import Trainer
+from .hooks import Hook, TrainerView
 
 
 def relpos_factor(epoch: int, warmup_epochs: int, ramp_epochs: int) -> float:
@@ -47,7 +44,7 @@ class WarmupSwitch(Hook):
     def apply(self, model: Any, epoch: int) -> float:
         return set_relpos_factor(model, relpos_factor(epoch, self.warmup_epochs, self.ramp_epochs))
 
-    def before_epoch(self, trainer: "Trainer") -> None:
+    def before_epoch(self, trainer: TrainerView) -> None:
         factor = self.apply(trainer.net, trainer.epoch)
         if factor != self.factor and trainer.net.relpos_modules():
             trainer.log(f"warm-up switch: epoch {trainer.epoch}: RelPos {'on' if factor > 0 else 'off'}"

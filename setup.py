@@ -8,7 +8,9 @@ setup(
     python_requires=">=3.10",
     packages=find_packages(include=["pointmamba", "pointmamba.*"]),
     # the review page's template, script, style and vendored viewer (plotly.js, MIT) travel with the code
-    package_data={"pointmamba.report": ["page.html", "page.js", "page.css", "vendor/*"]},
+    package_data={"pointmamba.report": ["page.html", "page.js", "page.css", "vendor/*"],
+                  # the shipped model and its card: a non-editable install must predict out of the box
+                  "pointmamba.pretrained": ["*.pth", "MODEL_CARD.md"]},
     # torch is pinned by the install commands (Makefile / README), not here, so that GPU users can keep
     # the CUDA build they already have; an unpinned torch on a bare machine pulls several GB of CUDA wheels.
     install_requires=[

@@ -132,6 +132,20 @@ def test_two_instances_with_one_number_and_no_teeth_are_flagged() -> None:
     assert none.findings == [("none", "no tooth found")] and none.min_confidence is None
 
 
+def test_a_nearly_edentulous_arch_is_flagged_but_a_short_arch_is_not() -> None:
+    # 37 and 47 alone, far apart (bare ridge between): a person must look, whatever the confidence
+    aligned, labels = arch([37, 47], gaps={37: 60.0})
+    found = confidence(labels, aligned)
+    assert ("few", "only 2 teeth found: teeth on bare gingiva, or teeth missed?") in found.findings
+    # an arch of 12 touching teeth (no second molars) is ordinary
+    aligned, labels = arch([n for n in LOWER if n % 10 != 7])
+    assert not confidence(labels, aligned).review
+    # the limit is a rule, not a constant: 5 teeth pass with few_teeth=5
+    aligned, labels = arch([33, 32, 31, 41, 42])
+    assert "few" in kinds(confidence(labels, aligned))
+    assert "few" not in kinds(confidence(labels, aligned, rules=ReviewRules(few_teeth=5)))
+
+
 def test_removing_a_tooth_keeps_the_other_teeths_confidence() -> None:
     aligned, labels = arch(LOWER)
     rng = np.random.default_rng(1)

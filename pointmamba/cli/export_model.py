@@ -4,7 +4,7 @@
     tools/export_model.py CHECKPOINT --out FILE [--note TEXT] [--overwrite]
 
 The file loads with ``torch.load(weights_only=True)`` and is read by ``tools/predict.py --checkpoint FILE``
-like any checkpoint; ``pointmamba/pretrained/teeth17_small_data.pth`` (the shipped model) was written so.
+like any checkpoint; ``pointmamba/pretrained/teeth17_shared_data.pth`` (the shipped model) was written so.
 """
 from __future__ import annotations
 

@@ -27,7 +27,9 @@ FITTED: dict[str, dict[str, Any]] = {
             "open_sd": 1.71, "neighbour_pairs": 1647, "pairs_across_gaps": 19},
 }
 
-PAIR_COST = 3.0  # nats: prior against one instance holding two teeth (about 5 %)
+# nats: prior against one instance holding two touching teeth (odds e^-1). Chosen on split A val among 3, 1.5,
+# 1 and 0.5 (docs/results/numbering): merged neighbours are common where the graph cut meets a tight contact
+PAIR_COST = 1.0
 # the network's mean probability over a tooth sums hundreds of vertices' evidence: it counts this many
 # times a prior term (a single guess would count once)
 EVIDENCE_WEIGHT = 2.0

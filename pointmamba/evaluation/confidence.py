@@ -17,7 +17,8 @@ Per scan: the lowest tooth confidence, and ``review`` with one reason per findin
   much narrower (a fragment: an extra tooth);
 * neighbours along the arch with room for a tooth between them (a missing tooth, or numbers shifted), or
   a number skipped between neighbours that touch (the skipped tooth is not missing: numbers shifted?);
-* no tooth found.
+* no tooth found, or fewer than ``few_teeth`` (an edentulous or nearly edentulous arch: teeth found on bare
+  gingiva, or real ones missed, are the likely errors there).
 
 The thresholds were chosen on validation scans; ``tools/calibrate_confidence.py`` measures them (reliability
 plot, how often a flagged and an unflagged scan were wrong): ``docs/results/confidence/``.
@@ -43,6 +44,7 @@ class ReviewRules:
     narrow: float = 0.35  # a tooth narrower than this times its typical width (a fragment)
     room: float = 1.6  # neighbours' centroids further apart than this times their typical half-widths' sum
     touch: float = 1.25  # a number skipped between neighbours closer than this times that sum
+    few_teeth: int = 6  # fewer teeth than this: a person checks (no val arch has under 11)
 
 
 @dataclass
@@ -61,7 +63,7 @@ class ToothConfidence:
         return f"tooth {self.fdi} ({self.confidence:.2f}; {self.runner_up}: {self.runner_up_confidence:.2f})"
 
 
-FINDINGS = ("uncertain", "twice", "wide", "narrow", "room", "skipped", "none")
+FINDINGS = ("uncertain", "twice", "wide", "narrow", "room", "skipped", "none", "few")
 """Kinds of review finding, in the order of the module doc."""
 
 
@@ -187,6 +189,8 @@ def review_findings(teeth: list[ToothConfidence], jaw: str, aligned: np.ndarray 
     if not teeth:
         return [("none", "no tooth found")]
     reasons = [("uncertain", t.describe()) for t in teeth if t.confidence < rules.review_below]
+    if len(teeth) < rules.few_teeth:
+        reasons.append(("few", f"only {len(teeth)} teeth found: teeth on bare gingiva, or teeth missed?"))
     numbers = [t.fdi for t in teeth]
     reasons += [("twice", f"tooth {f} twice") for f in sorted({f for f in numbers if numbers.count(f) > 1})]
     if aligned is None:

@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 HERE = Path(__file__).resolve().parent
-DEFAULT_MODEL = HERE / "teeth17_small_data.pth"
+DEFAULT_MODEL = HERE / "teeth17_shared_data.pth"
 FORMAT = "pointmamba-compact-1"
 
 

@@ -22,7 +22,7 @@ def test_shipped_model_is_small_and_loads_without_pickle_code() -> None:
 
 
 def test_shipped_model_segments_a_real_scan() -> None:
-    """A regression check on MSN021_lower (held out for 40 epochs, seen in the last 8 on all 49 scans)."""
+    """A regression check on MSN021_lower (a training scan of the shipped model: accuracy 0.90 when exported)."""
     from pointmamba.data import load_scan
     from pointmamba.evaluation.inference import load_trained, segment_scan
 

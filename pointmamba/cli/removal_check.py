@@ -19,11 +19,13 @@ from ._common import add_config_args, parse_args, run_main
 
 
 def main() -> None:
+    from pointmamba.evaluation.removal_check import REMOVAL_MODES  # numpy only: cheap before --help
+
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_config_args(parser)
     parser.add_argument("--checkpoint", help="checkpoint (default: the shipped model)")
     parser.add_argument("--split", default="val", choices=("train", "val", "test"))
-    parser.add_argument("--mode", default="delete", choices=("delete", "flatten"),
+    parser.add_argument("--mode", default="delete", choices=REMOVAL_MODES,
                         help="delete: cut the tooth's vertices out; flatten: lower its crown onto the gingiva")
     parser.add_argument("--out", required=True, help="output directory")
     args = parse_args(parser)

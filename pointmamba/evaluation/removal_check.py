@@ -21,13 +21,11 @@ REMOVAL_MODES = ("delete", "flatten")
 
 
 def tooth_numbers(reference: np.ndarray, predicted: np.ndarray) -> dict[int, int]:
-    """The number each reference tooth carries in ``predicted``: the most common value on its vertices."""
-    out = {}
-    for t in np.unique(reference):
-        if t > 0:
-            values, counts = np.unique(predicted[reference == t], return_counts=True)
-            out[int(t)] = int(values[counts.argmax()])
-    return out
+    """The number each reference tooth carries in ``predicted``: the most common value on its vertices
+    (the majority rule of :func:`~pointmamba.evaluation.confidence.tooth_truth`, groups and values swapped)."""
+    from .confidence import tooth_truth
+
+    return tooth_truth(reference, predicted)
 
 
 def without_tooth(scan: Any, tooth: int, mode: str = "delete") -> Any:

@@ -3,6 +3,12 @@
 ``python tests/support/reference_run.py`` (re)writes them; ``tests/test_reference.py`` repeats the run and
 compares. The fixtures were recorded from the code before the issue-16 cleanup, so the test checks that a
 refactor changes neither the trained weights (bit for bit) nor what an old checkpoint predicts.
+
+Bits depend on the CPU as well as the code: the same code gave other bits on an AMD EPYC with AVX-512
+than on the machine that recorded the fixtures (torch dispatches kernels by CPU: limited to AVX2 there,
+with ATEN_CPU_CAPABILITY=avx2, the old checkpoint's probabilities matched the recorded hash again). ``--add-machine``
+adds this machine's hashes, computed by unchanged code, without touching the old checkpoint; the test takes
+the hashes recorded for its own machine, else the first ones.
 """
 from __future__ import annotations
 
@@ -29,6 +35,31 @@ def weights_sha256(state: dict, keys: list[str]) -> str:
         h.update(str(t.dtype).encode())
         h.update(t.view(-1).view(dtype=__import__("torch").uint8).numpy().tobytes() if t.numel() else b"")
     return h.hexdigest()
+
+
+def machine_signature() -> str:
+    """The CPU as float bits see it: vendor, model name and the kernels torch dispatches to."""
+    import platform
+
+    import torch
+
+    info = {}
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            info.setdefault(key.strip(), value.strip())
+    except OSError:
+        pass
+    return " | ".join([info.get("vendor_id", platform.machine()), info.get("model name", platform.processor()),
+                       torch.backends.cpu.get_cpu_capability()])
+
+
+def expected_hashes(record: dict) -> dict:
+    """The hashes recorded for this machine (``machines``), else the fixtures' first ones."""
+    for entry in record.get("machines", []):
+        if entry["signature"] == machine_signature():
+            return entry
+    return record
 
 
 def train_tiny(root: Path, work_dir: Path):
@@ -60,9 +91,29 @@ def predict_probs(checkpoint: Path, root: Path):
     return segment_scan(model, scan, cfg, torch.device("cpu")).probs
 
 
+def add_machine() -> None:
+    """Record this machine's hashes beside the others (same code, same old checkpoint)."""
+    import torch
+
+    torch.set_num_threads(1)
+    record = json.loads(RECORD.read_text())
+    with tempfile.TemporaryDirectory() as tmp:
+        root, work = Path(tmp) / "synth", Path(tmp) / "work"
+        state = train_tiny(root, work).state_dict()
+        probs = predict_probs(CHECKPOINT, root)
+    entry = {"signature": machine_signature(), "weights_sha256": weights_sha256(state, record["keys"]),
+             "probs_sha256": hashlib.sha256(probs.tobytes()).hexdigest()}
+    record["machines"] = [e for e in record.get("machines", []) if e["signature"] != entry["signature"]] + [entry]
+    RECORD.write_text(json.dumps(record, indent=1) + "\n")
+    print(f"added {entry['signature']} to {RECORD}")
+
+
 def main() -> None:
     import torch
 
+    if "--add-machine" in sys.argv[1:]:
+        add_machine()
+        return
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as tmp:
         root, work = Path(tmp) / "synth", Path(tmp) / "work"

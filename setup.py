@@ -24,6 +24,7 @@ setup(
         "pyyaml>=6.0",
         "plyfile>=1.0",
         "gco-wrapper>=3.0",  # graph-cut refinement (evaluation/graph_cut.py); a binary wheel, nothing compiles
+        "PyMaxflow>=1.3",  # the fine pass of that cut (evaluation/expansion.py); a binary wheel
     ],
     extras_require={
         # selenium drives Debian's chromium (apt-get install chromium chromium-driver) in the review-page

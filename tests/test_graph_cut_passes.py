@@ -1,0 +1,130 @@
+"""The graph cut's fast path against the plain one: alpha-expansion restricted to candidate labels (checked
+move by move against brute force, and against GCO), and the coarse-then-fine cut of a fine mesh against one
+cut of every vertex (its energy, its labels)."""
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pointmamba.data import fdi_to_class, load_scan
+from pointmamba.evaluation import graph_cut as gc
+from pointmamba.evaluation.expansion import potts_energy, restricted_expansion
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLE = ROOT / "data" / "samples" / "MSN021" / "MSN021_lower.obj"
+
+
+def _random_problem(rng: np.random.Generator, n: int, n_labels: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    pairs = np.array([(i, j) for i in range(n) for j in range(i + 1, n) if rng.random() < 0.4])
+    edges = pairs.reshape(-1, 2)
+    weights = rng.integers(1, 60, len(edges))
+    cost = rng.integers(0, 100, (n, n_labels))
+    return edges, weights, cost
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_restricted_expansion_ends_where_no_expansion_move_helps(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    n, n_labels = 7, 4
+    edges, weights, cost = _random_problem(rng, n, n_labels)
+    candidates = rng.random((n, n_labels)) < 0.6
+    start = np.array([rng.choice(np.flatnonzero(c)) if c.any() else 0 for c in candidates])
+    labels = restricted_expansion(edges, weights, cost, candidates, start, 20)
+    allowed = candidates.copy()
+    allowed[np.arange(n), start] = True  # the start label is always allowed
+    assert allowed[np.arange(n), labels].all()
+    energy = potts_energy(labels, cost, edges, weights)
+    assert energy <= potts_energy(start, cost, edges, weights)
+    for alpha in range(n_labels):  # every subset of the sites that may take alpha: none is cheaper
+        movable = [p for p in range(n) if allowed[p, alpha] and labels[p] != alpha]
+        for k in range(1, len(movable) + 1):
+            for subset in itertools.combinations(movable, k):
+                moved = labels.copy()
+                moved[list(subset)] = alpha
+                assert potts_energy(moved, cost, edges, weights) >= energy
+
+
+def test_restricted_expansion_with_every_label_matches_gco() -> None:
+    rng = np.random.default_rng(11)
+    edges, weights, cost = _random_problem(rng, 40, 5)
+    ours = restricted_expansion(edges, weights, cost, np.ones_like(cost, dtype=bool), None, 20)
+    theirs = gc._expansion(np.ascontiguousarray(edges, dtype=np.int32), np.ascontiguousarray(weights, dtype=np.int32),
+                           np.ascontiguousarray(cost, dtype=np.int32))
+    # both are local minima of the expansion moves; from GCO's start (all 0) they are the same one
+    assert potts_energy(ours, cost, edges, weights) <= 1.02 * potts_energy(theirs, cost, edges, weights)
+    start = np.zeros(len(cost), dtype=np.int64)
+    assert np.array_equal(restricted_expansion(edges, weights, cost, np.ones_like(cost, dtype=bool), start, 20),
+                          theirs)
+
+
+def _subdivide(vertices: np.ndarray, faces: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each triangle into four; also each new vertex's two parents."""
+    edges = gc.mesh_edges(faces)
+    key = edges[:, 0] * len(vertices) + edges[:, 1]
+
+    def mid(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return len(vertices) + np.searchsorted(key, np.minimum(a, b) * len(vertices) + np.maximum(a, b))
+
+    a, b, c = faces.T
+    ab, bc, ca = mid(a, b), mid(b, c), mid(c, a)
+    new_faces = np.concatenate([np.stack(t, 1) for t in ((a, ab, ca), (ab, b, bc), (ca, bc, c), (ab, bc, ca))])
+    return np.concatenate([vertices, vertices[edges].mean(1)]), new_faces, edges
+
+
+@pytest.fixture(scope="module")
+def fine_scan() -> dict[str, np.ndarray]:
+    """The sample jaw subdivided twice (86k vertices, about 6 a network cell), its labels carried over,
+    and noisy probabilities from them: a fine mesh whose cut takes the coarse-then-fine path."""
+    from pointmamba.data.dataset import preprocess_scan
+    from pointmamba.data.mesh import apply_transform, vertex_normals
+
+    scan = load_scan(SAMPLE)
+    arrays = preprocess_scan(scan)
+    vertices = apply_transform(scan.vertices, arrays["transform"])
+    faces = scan.faces
+    classes = fdi_to_class(scan.labels, scan.jaw, 17)
+    for _ in range(2):
+        vertices, faces, parents = _subdivide(vertices, faces)
+        classes = np.concatenate([classes, classes[parents[:, 0]]])
+    rng = np.random.default_rng(0)
+    probs = rng.dirichlet(np.ones(17) * 0.3, size=len(classes)) * 0.5
+    probs[np.arange(len(classes)), classes] += 0.5
+    blur = rng.random(len(classes)) < 0.15
+    probs[blur] = rng.dirichlet(np.ones(17) * 0.3, size=int(blur.sum()))
+    return {"vertices": vertices, "faces": faces, "normals": vertex_normals(vertices, faces), "probs": probs,
+            "classes": classes}
+
+
+def _energy(s: dict[str, np.ndarray], labels: np.ndarray, smoothing: float = 3.0) -> int:
+    """The cut's integer energy of ``labels``, as graph_cut scores it (every class is used here)."""
+    unary = np.round(-np.log(np.clip(s["probs"], 1e-6, 1.0)) * 100).astype(np.int64)
+    edges = gc.mesh_edges(s["faces"], len(s["vertices"]))
+    w = gc.edge_weights(s["vertices"], s["normals"], edges)
+    return potts_energy(labels, unary, edges, np.clip(np.round(w * smoothing * 100), 1, 2**30).astype(np.int64))
+
+
+def test_coarse_then_fine_cut_matches_one_cut_of_every_vertex(fine_scan: dict[str, np.ndarray]) -> None:
+    s = fine_scan
+    args = (s["probs"], s["vertices"], s["faces"], s["normals"])
+    cells = np.unique(np.floor(s["vertices"] / gc.COARSE_CELL_MM), axis=0)
+    assert len(s["vertices"]) >= gc.COARSE_MIN_VERTICES * len(cells)  # the coarse-then-fine path runs
+    one = gc.graph_cut(*args, smoothing=3.0, coarse_first=False)
+    two = gc.graph_cut(*args, smoothing=3.0)
+    assert (two == one).mean() >= 0.995
+    assert _energy(s, two) <= 1.001 * _energy(s, one)
+    assert (two == s["classes"]).mean() >= (one == s["classes"]).mean() - 0.002
+    assert (two == s["classes"]).mean() > (s["probs"].argmax(1) == s["classes"]).mean()  # it did smooth
+
+
+def test_coarse_pass_alone_would_be_worse(fine_scan: dict[str, np.ndarray], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fine pass matters: without it (no candidates but the cell's label) boundaries sit on the cells."""
+    s = fine_scan
+    args = (s["probs"], s["vertices"], s["faces"], s["normals"])
+    two = gc.graph_cut(*args, smoothing=3.0)
+    monkeypatch.setattr(gc, "CANDIDATE_CELLS", 0)
+    monkeypatch.setattr(gc, "CANDIDATE_NATS", -1.0)
+    coarse = gc.graph_cut(*args, smoothing=3.0)
+    assert _energy(s, two) < _energy(s, coarse)

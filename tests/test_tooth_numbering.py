@@ -175,3 +175,19 @@ def test_widths_are_measured_along_the_arch() -> None:
     molars = [widths[c] for c in (6, 14) if c in widths]
     incisors = [widths[c] for c in (2, 10) if c in widths]
     assert min(molars) > 8.0 and max(incisors) < 7.5
+
+
+@pytest.mark.parametrize("offset", [0.0, 0.5, 3.0, 40.0])
+def test_gap_is_the_smallest_distance_between_the_queried_points(offset: float) -> None:
+    """The bounded KD-tree search finds the brute-force minimum, from touching to far-apart teeth."""
+    from scipy.spatial.distance import cdist
+
+    from pointmamba.evaluation.tooth_numbering import GAP_QUERY_POINTS
+
+    rng = np.random.default_rng(int(offset * 10))
+    a = Instance(np.arange(5000), rng.normal(size=(5000, 3)) * [2.0, 3.0, 4.0], 0.0)
+    b = Instance(np.arange(9000), rng.normal(size=(9000, 3)) * [2.0, 3.0, 4.0] + [6.0 + offset, 1.0, 0.0], 0.0)
+    step = max(1, len(a.points) // GAP_QUERY_POINTS)
+    expected = cdist(a.points[::step], b.points).min()
+    assert gap_mm(a, b) == pytest.approx(expected, rel=1e-12, abs=1e-12)
+    assert gap_mm(b, a) == gap_mm(a, b)

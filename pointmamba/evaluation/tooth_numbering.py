@@ -126,7 +126,12 @@ def gap_mm(a: Instance, b: Instance) -> float:
     ``GAP_QUERY_POINTS`` of its vertices."""
     small, large = (a, b) if len(a.points) <= len(b.points) else (b, a)
     step = max(1, len(small.points) // GAP_QUERY_POINTS)
-    return float(large.tree().query(small.points[::step], k=1)[0].min())
+    queries = small.points[::step]
+    # the query nearest the other tooth's centre bounds the answer: the search then skips every branch
+    # farther than it (far teeth took 10 ms a pair without the bound); the minimum found is the same
+    probe = queries[np.argmin(((queries - large.points.mean(0)) ** 2).sum(1))]
+    bound = float(large.tree().query(probe, k=1)[0])
+    return float(large.tree().query(queries, k=1, distance_upper_bound=bound * (1 + 1e-9) + 1e-9)[0].min())
 
 
 @dataclass

@@ -21,6 +21,7 @@ setup(
         "tqdm>=4.60",
         "tensorboard>=2.14",
         "matplotlib>=3.7",
+        "Pillow>=10.1",  # the scan pictures (evaluation/render.py): load_default(size=) is 10.1's
         "pyyaml>=6.0",
         "plyfile>=1.0",
         "gco-wrapper>=3.0",  # graph-cut refinement (evaluation/graph_cut.py); a binary wheel, nothing compiles

@@ -75,6 +75,39 @@ def test_render_survives_a_mesh_without_extent(tmp_path: Path) -> None:
     assert render_segmentation(tmp_path / "flat.png", vertices, faces, labels, class_colors(17), labels, "t").is_file()
 
 
+def test_render_marks_the_wrong_vertices_black_in_the_prediction_row_only(tmp_path: Path) -> None:
+    from PIL import Image
+
+    from pointmamba.evaluation.render import render_segmentation
+
+    scan = synthetic_jaw(0, "lower", 6000, pose="canonical")
+    classes = fdi_to_class(np.asarray(scan.labels), "lower", 17)
+    colors = class_colors(17)
+    wrong_fdi = np.where(np.asarray(scan.labels) == 36, 37, scan.labels)  # one tooth numbered as its neighbour
+    right = render_segmentation(tmp_path / "r.png", scan.vertices, scan.faces, scan.labels, colors, classes, "t",
+                                scan.labels, classes)
+    marked = render_segmentation(tmp_path / "w.png", scan.vertices, scan.faces, wrong_fdi, colors, classes, "t",
+                                 scan.labels, classes)
+    a, b = (np.asarray(Image.open(p).convert("RGB")).astype(int) for p in (right, marked))
+    half = a.shape[0] // 2
+    assert np.array_equal(a[:half], b[:half])  # the reference rows: no marks
+    newly_black = (b[half:].sum(2) == 0) & (a[half:].sum(2) != 0)
+    assert newly_black.sum() > 50  # the wrong tooth's vertices, marked
+
+
+def test_face_normals_are_np_cross_bit_for_bit() -> None:
+    from pointmamba.data.mesh import face_normals
+
+    rng = np.random.default_rng(0)
+    for dtype in (np.float64, np.float32):
+        v = rng.normal(size=(500, 3)).astype(dtype)
+        f = rng.integers(0, 500, (2000, 3))
+        out = face_normals(v, f)
+        assert out.dtype == dtype
+        assert np.array_equal(out, np.cross(v[f[:, 1]] - v[f[:, 0]], v[f[:, 2]] - v[f[:, 0]]))
+    assert face_normals(np.zeros((3, 3)), np.zeros((0, 3), dtype=np.int64)).shape == (0, 3)
+
+
 # ------------------------------------------------------------------------------------------ PLY, edges
 def test_write_ply_is_byte_identical_to_plyfile(tmp_path: Path) -> None:
     from plyfile import PlyData, PlyElement

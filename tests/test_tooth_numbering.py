@@ -68,13 +68,19 @@ def test_dp_is_exact_and_posteriors_are_the_models(seed: int) -> None:
     weights = np.exp(-(np.array(list(finite.values())) - min(finite.values())) / temperature)
     weights /= weights.sum()
     expected = np.zeros((n, 17))
+    first, last = expected.copy(), expected.copy()
     for w, opts in zip(weights, finite):
         for i, opt in enumerate(opts):
             if opt is None:
-                expected[i, 0] += w
+                for e in (expected, first, last):
+                    e[i, 0] += w
             else:
                 expected[i, 1 + opt[0]:2 + opt[1]] += w
+                first[i, 1 + opt[0]] += w
+                last[i, 1 + opt[1]] += w
     np.testing.assert_allclose(result.posterior, expected, atol=1e-9)
+    np.testing.assert_allclose(result.first_posterior, first, atol=1e-9)
+    np.testing.assert_allclose(result.last_posterior, last, atol=1e-9)
 
 
 def _arch(name: str):
@@ -132,6 +138,16 @@ def test_two_teeth_under_one_label_are_split() -> None:
     pair = (classes == 4) | (classes == 5)
     assert (labels[pair] == classes[pair]).mean() > 0.8  # split near the true boundary
     assert _numbers(classes, labels) == _numbers(classes, classes)
+    # each half is sure of its own number: the pair's posterior held both numbers, and each half used to
+    # come out 50/50 between itself and its neighbour (flagged for review on a correct scan)
+    from pointmamba.evaluation.confidence import scan_confidence
+    from pointmamba.evaluation.tooth_numbering import numbered_instances
+
+    instances, instance_probs = numbered_instances(numbering, labels, 17, scan.jaw)
+    conf = scan_confidence(probs, labels, instances, scan.jaw, aligned, instance_probs)
+    halves = {t.fdi: t for t in conf.teeth if t.fdi in (14, 15)}
+    assert set(halves) == {14, 15}
+    assert all(t.confidence > 0.8 for t in halves.values()), halves
 
 
 def test_width_decides_between_lower_incisor_and_canine() -> None:

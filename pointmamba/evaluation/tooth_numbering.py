@@ -138,12 +138,17 @@ def gap_mm(a: Instance, b: Instance) -> float:
 class Numbering:
     """The numbering of a scan's instances: ``options[i]`` = (first, last) arch index of instance i, or
     None for gingiva; ``posterior`` (n, C) each instance's probability of each class (a pair instance
-    counts for both of its classes; column 0 = gingiva); ``cost`` of the chosen numbering."""
+    counts for both of its classes; column 0 = gingiva); ``cost`` of the chosen numbering;
+    ``first_posterior`` / ``last_posterior`` as ``posterior`` for the first / last tooth of an instance."""
 
     options: list[tuple[int, int] | None]
     posterior: np.ndarray
     cost: float
     instances: list[Instance] = field(default_factory=list)
+    # (n, C) each instance's probability of each class as its first / last tooth along the arch (the same
+    # class for a single tooth): the numbers of the two halves of an instance split into a pair
+    first_posterior: np.ndarray | None = None
+    last_posterior: np.ndarray | None = None
 
 
 def _options() -> tuple[np.ndarray, np.ndarray]:
@@ -249,11 +254,15 @@ def number_instances(instances: list[Instance], evidence: np.ndarray, gum_eviden
     log_z = _logsumexp(np.concatenate([[-all_gum / temperature], last_terms]))
     marg = np.exp(A + B - log_z) if n else np.zeros((0, n_opt))
     posterior = np.zeros((n, NUM_POSITIONS + 1))  # column 0 gingiva, 1 + a arch index a
+    first_posterior, last_posterior = posterior.copy(), posterior.copy()
     for o in range(n_opt):
         for a in range(first[o], last[o] + 1):
             posterior[:, 1 + a] += marg[:, o]
-    posterior[:, 0] = np.clip(1.0 - marg.sum(1), 0.0, 1.0)
-    return Numbering(options, posterior, cost, instances)
+        first_posterior[:, 1 + first[o]] += marg[:, o]
+        last_posterior[:, 1 + last[o]] += marg[:, o]
+    for p in (posterior, first_posterior, last_posterior):
+        p[:, 0] = np.clip(1.0 - marg.sum(1), 0.0, 1.0)
+    return Numbering(options, posterior, cost, instances, first_posterior, last_posterior)
 
 
 def tooth_pieces(labels: np.ndarray, edges: np.ndarray) -> list[np.ndarray]:
@@ -357,15 +366,25 @@ def numbered_instances(numbering: Numbering, labels: np.ndarray, num_classes: in
     classes = arch_classes(num_classes, jaw)
     instances = np.zeros(len(labels), dtype=np.int64)
     probs: dict[int, np.ndarray] = {}
-    for inst, opt, post in zip(numbering.instances, numbering.options, numbering.posterior):
+
+    def row(post: np.ndarray) -> np.ndarray:
+        out = np.zeros(num_classes)
+        out[0] = post[0]
+        out[classes] = post[1:]
+        return out
+
+    for i, (inst, opt) in enumerate(zip(numbering.instances, numbering.options)):
         if opt is None:
             continue
-        row = np.zeros(num_classes)
-        row[0] = post[0]
-        row[classes] = post[1:]
         for a in range(opt[0], opt[1] + 1):
             mine = inst.vertices[labels[inst.vertices] == classes[a]]
-            if len(mine):
-                instances[mine] = len(probs) + 1
-                probs[len(probs) + 1] = row
+            if not len(mine):
+                continue
+            # a split pair's halves: each its own number's probability (the pair's posterior holds both
+            # numbers at once, which made each half look 50/50 between itself and its neighbour)
+            split = opt[0] != opt[1] and numbering.first_posterior is not None
+            post = numbering.posterior[i] if not split else (
+                numbering.first_posterior[i] if a == opt[0] else numbering.last_posterior[i])
+            instances[mine] = len(probs) + 1
+            probs[len(probs) + 1] = row(post)
     return instances, probs

@@ -108,8 +108,8 @@ def graph_cut(probs: np.ndarray, vertices: np.ndarray, faces: np.ndarray, normal
               smoothing: float = 1.0, settle: bool = True, coarse_first: bool = True) -> np.ndarray:
     """Labels (V,) minimizing the energy of the module doc; classes with zero probability everywhere are
     left out of the optimization (they cannot win). ``settle``: settled vertices keep their class and only
-    the others are cut (see module doc). ``coarse_first``: a fine mesh is cut coarse first, then vertex by vertex
-    near the boundaries (see module doc); False: one cut of every unsettled vertex."""
+    the others are cut (see module doc). ``coarse_first``: a fine mesh is cut coarse first, then vertex
+    by vertex near the boundaries (see module doc); False: one cut of every unsettled vertex."""
     probs = np.asarray(probs, dtype=np.float64)
     if not (np.isfinite(smoothing) and 0 <= smoothing <= MAX_SMOOTHING):
         raise ValueError(f"graph_cut: smoothing must be in [0, {MAX_SMOOTHING:g}], got {smoothing!r}")
@@ -167,12 +167,14 @@ def _coarse_then_fine(edges: np.ndarray, weights: np.ndarray, cost: np.ndarray, 
     edges between them): the labelling constant per cell. Then every vertex, starting from its cell's
     label, may take the labels of the cells within ``CANDIDATE_CELLS`` cells and those within
     ``CANDIDATE_NATS`` of its cheapest (:func:`.expansion.restricted_expansion`): far from a boundary
-    that is one label, so only the vertices
-    along the boundaries move. A mesh with fewer than ``COARSE_MIN_VERTICES`` vertices a cell is cut
-    directly."""
-    cell_index = np.floor(points / COARSE_CELL_MM).astype(np.int64)
+    that is one label, so only the vertices along the boundaries move. A mesh with fewer than
+    ``COARSE_MIN_VERTICES`` vertices a cell is cut directly."""
+    cell_index = np.floor(points / COARSE_CELL_MM)
     cell_index -= cell_index.min(0)
     span = cell_index.max(0) + 1
+    if float(np.prod(span)) >= 2.0**62:  # no single integer key per cell (an absurd extent): one cut
+        return _expansion(edges, weights, cost)
+    cell_index, span = cell_index.astype(np.int64), span.astype(np.int64)
     _, cells = np.unique((cell_index[:, 0] * span[1] + cell_index[:, 1]) * span[2] + cell_index[:, 2],
                          return_inverse=True)
     cells = cells.reshape(-1)

@@ -3,7 +3,7 @@ tooth; with a reference, the reference beside the prediction and the wrong verti
 
 The mesh is rasterized here, in numpy, at the pixel size the picture has (:func:`rasterize`: a z-buffer
 of which triangle is in front at each pixel centre), and Pillow lays out the panels and writes the titles
-and numbers (matplotlib did, until its import, 0.4-0.5 s, became a tenth of a 200k scan's prediction). Triangles are projected
+and numbers (matplotlib did; its import alone was 0.4-0.5 s of a prediction). Triangles are projected
 orthographically and flat-shaded with a Lambert term from a light above the viewer, as the picture
 always was (matplotlib polygons, sorted back to front), with the nearest triangle winning each pixel
 instead of the last one drawn. Views: occlusal (looking onto the crowns) and frontal.
@@ -14,6 +14,7 @@ screenshot of that mesh here (software OpenGL).
 """
 from __future__ import annotations
 
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +25,6 @@ VIEWS = {
     "frontal": np.array([[1.0, 0.0, 0.0], [0.0, 0.0, 1.0], [0.0, 1.0, 0.0]]),
 }
 _LIGHT = np.array([0.3, 0.4, 1.0]) / np.linalg.norm([0.3, 0.4, 1.0])
-_DPI = 110
 _CANDIDATES_PER_CHUNK = 1 << 22  # (pixel, triangle) pairs tested at once: a few tens of MB
 
 
@@ -104,6 +104,7 @@ _TITLE_PX, _NUMBER_PX, _HEADER_PX = 14, 11, 18  # font sizes: 9, 7 and 12 pt at 
 _MARGIN = 14
 
 
+@lru_cache(maxsize=None)
 def _font(size: int):  # noqa: ANN202 - PIL is imported lazily
     from PIL import ImageFont
 

@@ -37,8 +37,8 @@ def test_calibration_counts_wrong_teeth_and_scans(scans_dir: Path, tmp_path: Pat
     for s in scans:  # a scan is wrong when one of its teeth is
         assert (s["wrong"] == "True") == any(t["wrong"] == "True" for t in teeth if t["scan"] == s["scan"])
     assert sum(s["wrong"] == "True" for s in scans) == table["flagged"]["wrong"] + table["unflagged"]["wrong"]
-    assert report["rules"]["review_below"] == 0.5
-    row = next(r for r in report["sweep"] if r["review_below"] == 0.5)
+    assert report["rules"]["review_below"] == 0.65
+    row = next(r for r in report["sweep"] if r["review_below"] == 0.65)
     assert row["flagged_scans"] == table["flagged"]["scans"]
     assert sum(r["teeth"] for r in report["reliability"]) == report["teeth"]["count"]
     assert (tmp_path / "c" / "reliability.png").read_bytes()[:4] == b"\x89PNG"

@@ -81,12 +81,18 @@ def edge_weights(vertices: np.ndarray, normals: np.ndarray, edges: np.ndarray) -
     return w / w.mean()  # mean 1: ``smoothing`` means the same on coarse and fine meshes
 
 
+def symmetric_adjacency(edges: np.ndarray, n: int):  # noqa: ANN201 - scipy is imported lazily
+    """(n, n) float32 sparse adjacency of undirected ``edges`` (both directions), for ring propagation."""
+    from scipy.sparse import csr_matrix
+
+    adjacency = csr_matrix((np.ones(len(edges), dtype=np.float32), (edges[:, 0], edges[:, 1])), shape=(n, n))
+    return adjacency + adjacency.T
+
+
 def settled_vertices(unary: np.ndarray, edges: np.ndarray, margin: float = SETTLED_MARGIN,
                      rings: int = SETTLED_RINGS) -> np.ndarray:
     """(V,) bool: the vertex and all within ``rings`` rings agree on the lowest-cost label, each by at
     least ``margin`` (see module doc)."""
-    from scipy.sparse import csr_matrix
-
     n = len(unary)
     best = unary.argmin(1)
     two = np.partition(unary, 1, axis=1)[:, :2] if unary.shape[1] > 1 else np.c_[unary, unary + np.inf]
@@ -95,8 +101,7 @@ def settled_vertices(unary: np.ndarray, edges: np.ndarray, margin: float = SETTL
     unsure[edges[split, 0]] = True
     unsure[edges[split, 1]] = True
     if rings > 0 and len(edges):
-        adjacency = csr_matrix((np.ones(len(edges), dtype=np.float32), (edges[:, 0], edges[:, 1])), shape=(n, n))
-        adjacency = adjacency + adjacency.T
+        adjacency = symmetric_adjacency(edges, n)
         reach = unsure.astype(np.float32)
         for _ in range(rings):
             reach = reach + adjacency @ reach
@@ -194,13 +199,9 @@ def _coarse_then_fine(edges: np.ndarray, weights: np.ndarray, cost: np.ndarray, 
                          np.ascontiguousarray(np.minimum(coarse_cost, 2**30), dtype=np.int32))
     # each vertex may take the coarse labels of the cells within CANDIDATE_CELLS of its own, and the labels
     # within CANDIDATE_NATS of its cheapest (a boundary the coarse pass put a few cells off)
-    from scipy.sparse import csr_matrix
-
     from .expansion import restricted_expansion
 
-    adjacency = csr_matrix((np.ones(len(coarse_edges), dtype=np.float32), (coarse_edges[:, 0], coarse_edges[:, 1])),
-                           shape=(m, m))
-    adjacency = adjacency + adjacency.T
+    adjacency = symmetric_adjacency(coarse_edges, m)
     near = np.zeros((m, cost.shape[1]), dtype=np.float32)
     near[np.arange(m), coarse] = 1.0
     for _ in range(CANDIDATE_CELLS):

@@ -144,11 +144,11 @@ class Numbering:
     options: list[tuple[int, int] | None]
     posterior: np.ndarray
     cost: float
-    instances: list[Instance] = field(default_factory=list)
     # (n, C) each instance's probability of each class as its first / last tooth along the arch (the same
     # class for a single tooth): the numbers of the two halves of an instance split into a pair
-    first_posterior: np.ndarray | None = None
-    last_posterior: np.ndarray | None = None
+    first_posterior: np.ndarray
+    last_posterior: np.ndarray
+    instances: list[Instance] = field(default_factory=list)
 
 
 def _options() -> tuple[np.ndarray, np.ndarray]:
@@ -262,7 +262,7 @@ def number_instances(instances: list[Instance], evidence: np.ndarray, gum_eviden
         last_posterior[:, 1 + last[o]] += marg[:, o]
     for p in (posterior, first_posterior, last_posterior):
         p[:, 0] = np.clip(1.0 - marg.sum(1), 0.0, 1.0)
-    return Numbering(options, posterior, cost, instances, first_posterior, last_posterior)
+    return Numbering(options, posterior, cost, first_posterior, last_posterior, instances)
 
 
 def tooth_pieces(labels: np.ndarray, edges: np.ndarray) -> list[np.ndarray]:
@@ -382,8 +382,7 @@ def numbered_instances(numbering: Numbering, labels: np.ndarray, num_classes: in
                 continue
             # a split pair's halves: each its own number's probability (the pair's posterior holds both
             # numbers at once, which made each half look 50/50 between itself and its neighbour)
-            split = opt[0] != opt[1] and numbering.first_posterior is not None
-            post = numbering.posterior[i] if not split else (
+            post = numbering.posterior[i] if opt[0] == opt[1] else (
                 numbering.first_posterior[i] if a == opt[0] else numbering.last_posterior[i])
             instances[mine] = len(probs) + 1
             probs[len(probs) + 1] = row(post)

@@ -42,8 +42,9 @@ SETTLED_MARGIN = 3.0  # nats of -log p between the best class and the second (p2
 SETTLED_RINGS = 2  # mesh rings around a settled vertex that must agree with it
 
 COARSE_CELL_MM = 0.6
-"""Cell of the first, coarse pass on fine meshes: the network's own grid (its probabilities are constant
-within a cell), so the coarse pass sees what the network saw."""
+"""Cell of the first, coarse pass on fine meshes: the shipped recipe's grid (``data.grid_size``), within
+which its probabilities are constant, so the coarse pass sees what the network saw. Another grid only moves
+more of the work to the fine pass, which may move any boundary by two cells."""
 COARSE_MIN_VERTICES = 3  # vertices per cell (on average) from which a mesh is cut coarse first
 CANDIDATE_CELLS = 2  # a vertex of the fine pass may take the labels of the coarse cells this many cells away
 CANDIDATE_NATS = 1.0  # ... and every label whose cost is within this of its cheapest

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+
 def potts_energy(labels: np.ndarray, cost: np.ndarray, edges: np.ndarray, weights: np.ndarray) -> int:
     """The energy of ``labels`` (integers, exact)."""
     labels = np.asarray(labels)

@@ -15,12 +15,12 @@ the val scans every label came out as the full cut's, with 20-60 % of the vertic
 4.9 s -> 2.3 s on a loaded machine); ``settle=False`` cuts every vertex.
 
 On a mesh finer than the network's grid (at least ``COARSE_MIN_VERTICES`` vertices a ``COARSE_CELL_MM``
-cell, e.g. a 200k-vertex scan) the others are cut in two passes: the same energy on the cells first, then vertex by vertex with each
-vertex allowed only the labels near it (:mod:`.expansion`): the labels of the cells around it and those
-almost as cheap as its best. On the 201k-vertex MLEX001 (subdivided) 95 of 201,287 labels differ from one
-cut of every vertex, at 0.002 % more energy (accuracy 0.9367 -> 0.9363); on MLEX001 itself 67 of 50,643
-(0.9518 -> 0.9526). The 56 val scans of both splits are too coarse for two passes: one cut, every label
-as before (415,717 vertices). ``coarse_first=False`` gives one cut of the unsettled vertices on any mesh.
+cell, e.g. a 200k-vertex scan) the others are cut in two passes: the same energy on the cells first, then
+vertex by vertex with each vertex allowed only the labels near it (:mod:`.expansion`): the labels of the
+cells around it and those almost as cheap as its best. On the 201k-vertex MLEX001 (subdivided) 95 of
+201,287 labels differ from one cut of every vertex, at 0.002 % more energy (accuracy 0.9367 -> 0.9363);
+on MLEX001 itself 67 of 50,643 (0.9518 -> 0.9526). The 56 val scans of both splits are too coarse for
+two passes: one cut, every label as before (415,717 vertices). ``coarse_first=False`` gives one cut of the unsettled vertices on any mesh.
 """
 from __future__ import annotations
 

@@ -6,9 +6,9 @@ refactor changes neither the trained weights (bit for bit) nor what an old check
 
 Bits depend on the CPU as well as the code: the same code gave other bits on an AMD EPYC with AVX-512
 than on the machine that recorded the fixtures (torch dispatches kernels by CPU: limited to AVX2 there,
-with ATEN_CPU_CAPABILITY=avx2, the old checkpoint's probabilities matched the recorded hash again). ``--add-machine``
-adds this machine's hashes, computed by unchanged code, without touching the old checkpoint; the test takes
-the hashes recorded for its own machine, else the first ones.
+with ATEN_CPU_CAPABILITY=avx2, the old checkpoint's probabilities matched the recorded hash again).
+``--add-machine`` adds this machine's hashes, computed by unchanged code, without touching the old
+checkpoint; the test takes the hashes recorded for its own machine, else the first ones.
 """
 from __future__ import annotations
 

@@ -20,7 +20,8 @@ vertex by vertex with each vertex allowed only the labels near it (:mod:`.expans
 cells around it and those almost as cheap as its best. On the 201k-vertex MLEX001 (subdivided) 95 of
 201,287 labels differ from one cut of every vertex, at 0.002 % more energy (accuracy 0.9367 -> 0.9363);
 on MLEX001 itself 67 of 50,643 (0.9518 -> 0.9526). The 56 val scans of both splits are too coarse for
-two passes: one cut, every label as before (415,717 vertices). ``coarse_first=False`` gives one cut of the unsettled vertices on any mesh.
+two passes: one cut, every label as before (415,717 vertices). ``coarse_first=False`` gives one cut of
+the unsettled vertices on any mesh.
 """
 from __future__ import annotations
 

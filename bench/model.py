@@ -8,6 +8,8 @@ Targets with the default config: train step <= 3 s, 120k inference <= 5 s. The j
     .venv/bin/python bench/model.py                   # readable table
     .venv/bin/python bench/model.py --json            # one JSON object of the figures
     .venv/bin/python bench/model.py --breakdown       # also time stem / stages / head
+    .venv/bin/python bench/model.py --stages          # one train step's forward and backward, part by part
+    .venv/bin/python bench/model.py --grid-size 0.6   # the numbering recipe's grid (default 0.2 mm)
     .venv/bin/python bench/model.py --set d_state=8   # a model config override (repeatable)
 """
 from __future__ import annotations
@@ -21,6 +23,7 @@ import resource
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from pointmamba.cpu_runtime import tune_cpu_runtime  # noqa: E402
@@ -120,7 +123,103 @@ def breakdown(model: torch.nn.Module, point_fn) -> dict[str, float]:  # noqa: AN
     return times
 
 
+def _parts(model: torch.nn.Module) -> list[tuple[str, str, torch.nn.Module]]:
+    """(stage, kind, module) for every timed part of the network, in forward order."""
+    out = [("stem", "stem (SubMConv k5)", model.cpe_stem)]
+
+    def stage_parts(name: str, stage: torch.nn.Module) -> list[tuple[str, str, torch.nn.Module]]:
+        rows = []
+        if getattr(stage, "pool", None) is not None:
+            rows.append((name, "grid pooling", stage.pool))
+        if getattr(stage, "unpool", None) is not None:
+            rows.append((name, "unpooling + skip", stage.unpool))
+        if stage.position.cpe is not None:
+            rows.append((name, "CPE (SubMConv k3 + Linear + LN)", stage.position.cpe))
+        for k, relpos in (stage.position.relpos or {}).items():
+            rows.append((name, "RelPos", relpos))
+        for block in stage.blocks:
+            rows.append((name, "Mamba block (LN + BiMamba)", block))
+        return rows
+
+    for s, stage in enumerate(model.enc):
+        out += stage_parts(f"enc{s}", stage)
+    for s in reversed(range(len(model.dec))):
+        out += stage_parts(f"dec{s}", model.dec[s])
+    out.append(("head", "head", model.head))
+    return out
+
+
+def stage_profile(model: torch.nn.Module, step, repeats: int = 3) -> list[dict[str, Any]]:  # noqa: ANN001
+    """Seconds of forward and backward per part of a training step (best of ``repeats``).
+
+    Forward: between a part's pre- and post-forward hooks. Backward: from the moment the gradient of the
+    part's output is complete to the moment that of its input is (tensor hooks; the CPU autograd engine
+    runs one op at a time, so the intervals of consecutive parts do not overlap). Whatever lies between
+    parts (serialization, the loss, the optimizer step) is the step minus their sum."""
+    parts = _parts(model)
+    fwd = [0.0] * len(parts)
+    bwd = [0.0] * len(parts)
+    marks: dict[int, float] = {}
+    handles = []
+
+    def hook_input(i: int, tensor: torch.Tensor) -> None:
+        if tensor.requires_grad:
+            tensor.register_hook(lambda g, i=i: bwd.__setitem__(i, bwd[i] + time.perf_counter() - marks.pop(-1 - i, time.perf_counter())))
+
+    def hook_output(i: int, tensor: torch.Tensor) -> None:
+        if tensor.requires_grad:
+            tensor.register_hook(lambda g, i=i: marks.__setitem__(-1 - i, time.perf_counter()))
+
+    for i, (_, _, module) in enumerate(parts):
+        def pre(m, args, i=i):  # noqa: ANN001, ANN202
+            marks[i] = time.perf_counter()
+            hook_input(i, args[0])
+
+        def post(m, args, out, i=i):  # noqa: ANN001, ANN202
+            fwd[i] += time.perf_counter() - marks.pop(i)
+            hook_output(i, out[0] if isinstance(out, tuple) else out)
+
+        handles += [module.register_forward_pre_hook(pre), module.register_forward_hook(post)]
+    best: list[dict[str, Any]] | None = None
+    try:
+        for run in range(repeats + 1):
+            fwd[:], bwd[:] = [0.0] * len(parts), [0.0] * len(parts)
+            start = time.perf_counter()
+            step()
+            total = time.perf_counter() - start
+            rows = [{"stage": st, "part": kind, "forward_s": f, "backward_s": b}
+                    for (st, kind, _), f, b in zip(parts, fwd, bwd)]
+            rows.append({"stage": "step", "part": "total", "forward_s": total, "backward_s": 0.0})
+            if run > 0 and (best is None or total < best[-1]["forward_s"]):  # run 0 warms the hooks up
+                best = rows
+    finally:
+        for h in handles:
+            h.remove()
+    assert best is not None
+    return best
+
+
+def print_stage_profile(rows: list[dict[str, Any]]) -> None:
+    """Per stage and per kind of part: forward, backward, their share of the step."""
+    total = rows[-1]["forward_s"]
+    body = rows[:-1]
+    print(f"one training step, {total:.2f} s; by stage (s, share of the step):")
+    print(f"  {'stage':<8}{'forward':>9}{'backward':>10}{'share':>8}")
+    for stage in dict.fromkeys(r["stage"] for r in body):
+        f = sum(r["forward_s"] for r in body if r["stage"] == stage)
+        b = sum(r["backward_s"] for r in body if r["stage"] == stage)
+        print(f"  {stage:<8}{f:>9.3f}{b:>10.3f}{(f + b) / total:>8.1%}")
+    parts_sum = sum(r["forward_s"] + r["backward_s"] for r in body)
+    print(f"  {'between':<8}{total - parts_sum:>19.3f}{(total - parts_sum) / total:>8.1%}  (serialization, loss, optimizer)")
+    print("by kind of part:")
+    for kind in dict.fromkeys(r["part"] for r in body):
+        f = sum(r["forward_s"] for r in body if r["part"] == kind)
+        b = sum(r["backward_s"] for r in body if r["part"] == kind)
+        print(f"  {kind:<34}{f:>7.3f}{b:>8.3f}{(f + b) / total:>8.1%}")
+
+
 def main() -> None:
+    global GRID_SIZE
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--train-points", type=int, default=16_000)
     parser.add_argument("--infer-points", type=int, default=120_000)
@@ -128,8 +227,11 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="model config override")
     parser.add_argument("--breakdown", action="store_true", help="time the parts of the 120k forward")
+    parser.add_argument("--stages", action="store_true", help="time a train step's forward and backward per part")
+    parser.add_argument("--grid-size", type=float, default=GRID_SIZE, help="first grid (mm); the recipe's is 0.6")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     args = parser.parse_args()
+    GRID_SIZE = args.grid_size
     torch.set_num_threads(args.threads)
     cfg: dict = {}
     for item in args.set:
@@ -156,6 +258,7 @@ def main() -> None:
         optimizer.step()
 
     train_s, train_cpu = best_time(train_step, args.repeats)
+    stages = stage_profile(model, train_step, args.repeats) if args.stages else None
 
     big_coord, big_normal = make_jaw(args.infer_points, seed=2)
     model.eval()
@@ -185,6 +288,9 @@ def main() -> None:
     }
     if args.breakdown:
         figures["breakdown_120k_s"] = breakdown(model, lambda: make_batch(big_coord, big_normal))
+    if stages is not None:
+        figures["train_step_parts"] = stages
+    figures["grid_size"] = GRID_SIZE
     if args.json:
         print(json.dumps(figures))
         return
@@ -199,6 +305,8 @@ def main() -> None:
         print("breakdown of one 120k forward (s):")
         for k, v in figures["breakdown_120k_s"].items():
             print(f"  {k:<14}{v:>8.3f}")
+    if stages is not None:
+        print_stage_profile(stages)
 
 
 if __name__ == "__main__":

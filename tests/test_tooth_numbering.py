@@ -24,8 +24,10 @@ def _path_cost(instances, evidence, gum, priors, options) -> float:
     """The energy of one numbering, written out term by term (the DP's reference)."""
     cost, prev, last = 0.0, None, -1
     for i, opt in enumerate(options):
-        if opt is None:
+        if opt is None:  # gingiva: its evidence, and an exponential density of a fragment's width
             cost -= priors.evidence_weight * np.log(max(gum[i], 1e-6))
+            if priors.fragment_width:
+                cost += instances[i].width / priors.fragment_width + np.log(priors.fragment_width)
             continue
         f, l_ = opt
         if f <= last:
@@ -179,6 +181,31 @@ def test_slivers_join_their_tooth_and_stray_blobs_become_gingiva() -> None:
     labels, _ = number_teeth(noisy, probs, aligned, scan.faces, scan.jaw, 17)
     assert (labels[tooth] == 6).all()
     assert (labels[blob] == 0).all()
+
+
+def test_a_whole_molar_in_doubt_keeps_its_number_a_fragment_does_not() -> None:
+    """Calling an instance gingiva costs its width too (false positives are small fragments): a first
+    molar (10 mm) the network doubts (gingiva 0.5, its own number 0.01) keeps its number; with the width
+    term off (the old model) it vanished into the gingiva. A 2 mm fragment with the same evidence goes."""
+    from dataclasses import replace
+
+    scan, aligned, classes = _arch("MSN021_lower")
+    cls = arch_classes(17, scan.jaw)
+    present = [c for c in cls if (classes == c).any()]
+    instances, _ = measure_instances(aligned, [np.flatnonzero(classes == c) for c in present])
+    evidence, gum = np.full((len(instances), 16), 0.1 / 15), np.full(len(instances), 0.1)
+    index = {int(c): a for a, c in enumerate(cls)}
+    for k, inst in enumerate(instances):
+        evidence[k, index[present[inst.key]]] = 0.8
+    molar = next(k for k, inst in enumerate(instances) if present[inst.key] == 6)
+    evidence[molar] = 0.49 / 15
+    evidence[molar, index[6]], gum[molar] = 0.01, 0.5
+    assert instances[molar].width > 8.0
+    priors = default_priors(scan.jaw)
+    assert number_instances(instances, evidence, gum, priors).options[molar] == (index[6], index[6])
+    assert number_instances(instances, evidence, gum, replace(priors, fragment_width=None)).options[molar] is None
+    instances[molar].width = 2.0
+    assert number_instances(instances, evidence, gum, priors).options[molar] is None
 
 
 def test_widths_are_measured_along_the_arch() -> None:

@@ -1,7 +1,7 @@
 """Segmenting whole scans with a trained checkpoint: load, preprocess like the eval set, predict every vertex."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -165,6 +165,7 @@ def refine_numbered(probs: np.ndarray, aligned: np.ndarray, faces: np.ndarray, n
     from ..data.mesh import vertex_areas
     from .graph_cut import graph_cut
     from .tooth_decoding import arch_decoding, relabel_teeth
+    from .arch_priors import default_priors
     from .tooth_numbering import number_teeth
 
     step = progress or (lambda name: None)
@@ -189,7 +190,8 @@ def refine_numbered(probs: np.ndarray, aligned: np.ndarray, faces: np.ndarray, n
     numbering = None
     if by_instances:
         step("numbering teeth")
-        labels, numbering = number_teeth(labels, probs, aligned, faces, jaw, num_classes,
+        priors = replace(default_priors(jaw), fragment_width=options.get("numbering_fragment_width") or None)
+        labels, numbering = number_teeth(labels, probs, aligned, faces, jaw, num_classes, priors=priors,
                                          areas=vertex_areas(aligned, faces) if len(faces) else None)
     elif decoded is not None and relabel:
         step("relabelling teeth")

@@ -13,7 +13,8 @@ pieces of one label after the graph cut), then numbered together:
    a prior that each position is missing (third molars often, others rarely), and the spacing between
    neighbouring teeth: no number skipped means touching teeth, a skipped number means room for the
    missing tooth or a closed space (both are common, so this term is a mixture). An instance may also be
-   called gingiva, or two neighbouring teeth (two teeth under one label, split at their expected widths);
+   called gingiva (priced by its gingiva evidence and by its width: false positives are small fragments),
+   or two neighbouring teeth (two teeth under one label, split at their expected widths);
 3. the same model gives, by the forward-backward algorithm, each instance's posterior over numbers:
    the confidence of its number and the runner-up.
 
@@ -27,11 +28,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .arch_priors import ArchPriors, default_priors
+from .arch_priors import LOG_EPS, ArchPriors, default_priors
 from .tooth_decoding import side_blocks
 
 NUM_POSITIONS = 16  # arch indices 0..15: -x side third molar .. -x central incisor, +x central .. +x third molar
-LOG_EPS = 1e-6
 
 
 def arch_position(a: np.ndarray | int) -> np.ndarray | int:
@@ -185,8 +185,8 @@ def number_instances(instances: list[Instance], evidence: np.ndarray, gum_eviden
     width_cum = np.concatenate([[0.0], np.cumsum(width_mu)])
 
     ev = np.asarray(evidence, dtype=np.float64)
-    gum = -priors.evidence_weight * np.log(np.maximum(np.asarray(gum_evidence, dtype=np.float64), LOG_EPS))
     widths = np.array([inst.width for inst in instances])
+    gum = priors.gingiva_cost(gum_evidence, widths)
     unary = np.empty((n, n_opt))
     for o in range(n_opt):
         f, l_ = first[o], last[o]

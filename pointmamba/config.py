@@ -98,10 +98,10 @@ INFER_DEFAULTS: dict[str, Any] = {
     # an exact DP with gaps allowed, order kept, each number once, width / missing-tooth / spacing priors);
     # replaces tooth_relabel where on
     "instance_numbering": True,
-    # mm; the instance numbering prices calling a tooth instance gingiva by its width too: false positives are
-    # small fragments (evaluation/arch_priors.py FRAGMENT_WIDTH). Split A val, two networks: per-scan mean
-    # +0.014 / +0.009, kept +14 / +4 points. 0: the evidence alone (the old model)
-    "numbering_fragment_width": 5.0,
+    # nats per mm: calling a tooth instance gingiva costs this for each mm of its width beyond 3 mm (false
+    # positives are small fragments; evaluation/arch_priors.py). Split A val, two networks: per-scan mean
+    # +0.016 / +0.014, 10th percentile +0.067 / +0.067. 0: the gingiva evidence alone (the old model)
+    "numbering_fragment_cost": 0.5,
     "decoding_width_weight": 0.1,  # weight of the tooth-width prior of the decoding
     "graph_cut": True,  # smooth labels on the mesh by alpha-expansion (evaluation/graph_cut.py)
     "graph_cut_smoothing": 3.0,  # weight of the cut cost against -log p (1 / 2 / 3 measured; 3 best on both)

@@ -12,7 +12,7 @@ import pytest
 from pointmamba.data import fdi_to_class, load_scan
 from pointmamba.data.dataset import preprocess_scan
 from pointmamba.data.mesh import apply_transform
-from pointmamba.evaluation.arch_priors import default_priors
+from pointmamba.evaluation.arch_priors import FRAGMENT_WIDTH, default_priors
 from pointmamba.evaluation.tooth_numbering import (Instance, arch_classes, gap_mm, measure_instances,
                                                    number_instances, number_teeth)
 
@@ -24,10 +24,9 @@ def _path_cost(instances, evidence, gum, priors, options) -> float:
     """The energy of one numbering, written out term by term (the DP's reference)."""
     cost, prev, last = 0.0, None, -1
     for i, opt in enumerate(options):
-        if opt is None:  # gingiva: its evidence, and an exponential density of a fragment's width
+        if opt is None:  # gingiva: its evidence, and its width beyond a fragment's
             cost -= priors.evidence_weight * np.log(max(gum[i], 1e-6))
-            if priors.fragment_width:
-                cost += instances[i].width / priors.fragment_width + np.log(priors.fragment_width)
+            cost += priors.fragment_cost * max(instances[i].width - FRAGMENT_WIDTH, 0.0)
             continue
         f, l_ = opt
         if f <= last:
@@ -184,9 +183,9 @@ def test_slivers_join_their_tooth_and_stray_blobs_become_gingiva() -> None:
 
 
 def test_a_whole_molar_in_doubt_keeps_its_number_a_fragment_does_not() -> None:
-    """Calling an instance gingiva costs its width too (false positives are small fragments): a first
-    molar (10 mm) the network doubts (gingiva 0.5, its own number 0.01) keeps its number; with the width
-    term off (the old model) it vanished into the gingiva. A 2 mm fragment with the same evidence goes."""
+    """Calling an instance gingiva costs its width beyond a fragment's too (false positives are small): a
+    first molar (10 mm) the network doubts (gingiva 0.5, its own number 0.01) keeps its number; with the
+    width term off (the old model) it vanished into the gingiva. A 2 mm fragment with the same evidence goes."""
     from dataclasses import replace
 
     scan, aligned, classes = _arch("MSN021_lower")
@@ -203,7 +202,7 @@ def test_a_whole_molar_in_doubt_keeps_its_number_a_fragment_does_not() -> None:
     assert instances[molar].width > 8.0
     priors = default_priors(scan.jaw)
     assert number_instances(instances, evidence, gum, priors).options[molar] == (index[6], index[6])
-    assert number_instances(instances, evidence, gum, replace(priors, fragment_width=None)).options[molar] is None
+    assert number_instances(instances, evidence, gum, replace(priors, fragment_cost=0.0)).options[molar] is None
     instances[molar].width = 2.0
     assert number_instances(instances, evidence, gum, priors).options[molar] is None
 

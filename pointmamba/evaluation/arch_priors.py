@@ -37,12 +37,14 @@ MIN_MISSING_RATE = 0.05  # the training arches are mostly complete; a clinic's a
 LOG_EPS = 1e-6  # floor of a probability under a log
 ROBUST_NU = 3.0  # degrees of freedom of the Student-t width and spacing densities
 MIN_GAP_SD = 1.0  # mm: predicted teeth's edges are less exact than the ground truth's the spacing was fitted on
-# mm: an instance called gingiva is a false-positive fragment, and fragments are small: its width costs
-# width / FRAGMENT_WIDTH + log FRAGMENT_WIDTH nats (exponential density), as a tooth's width costs its
-# width prior. Without it a whole molar the network calls tooth at 90 % could be dropped to gingiva more
-# cheaply than numbered (third-molar arches of split A). 2-15 mm measured alike on split A val, two networks
-# (docs/results/numbering/README.md); None: no width term (the old model).
-FRAGMENT_WIDTH = 5.0
+# An instance called gingiva is a false positive, and false positives are small fragments: up to
+# FRAGMENT_WIDTH mm wide it costs nothing more than its gingiva evidence, each mm beyond costs FRAGMENT_COST
+# nats. Without it a whole molar the network calls tooth at 90 % was dropped to gingiva more cheaply than
+# numbered (third-molar arches, two teeth merged by the graph cut). Measured on split A val with two
+# networks (docs/results/numbering/README.md): 2-4 mm and 0.5-0.67 nats/mm alike; an exponential density
+# of the width instead also taxed 2 mm slivers and did less well.
+FRAGMENT_WIDTH = 3.0
+FRAGMENT_COST = 0.5
 
 
 @dataclass
@@ -61,15 +63,13 @@ class ArchPriors:
     open_sd: float
     pair_cost: float = PAIR_COST
     evidence_weight: float = EVIDENCE_WEIGHT
-    fragment_width: float | None = FRAGMENT_WIDTH
+    fragment_cost: float = FRAGMENT_COST
 
     def gingiva_cost(self, gum_evidence: np.ndarray, width: np.ndarray) -> np.ndarray:
-        """``-log`` of calling instances gingiva: the network's evidence (mean probability of gingiva) and,
-        with ``fragment_width``, the exponential density of a false-positive fragment's width (mm)."""
+        """Nats of calling instances gingiva: the network's evidence (their mean probability of gingiva),
+        plus ``fragment_cost`` per mm of width beyond FRAGMENT_WIDTH (0: the evidence alone)."""
         cost = -self.evidence_weight * np.log(np.maximum(np.asarray(gum_evidence, dtype=np.float64), LOG_EPS))
-        if self.fragment_width:
-            cost = cost + np.asarray(width, dtype=np.float64) / self.fragment_width + math.log(self.fragment_width)
-        return cost
+        return cost + self.fragment_cost * np.maximum(np.asarray(width, dtype=np.float64) - FRAGMENT_WIDTH, 0.0)
 
     def gap_cost(self, gap: float, touching: np.ndarray, skipped_width: np.ndarray) -> np.ndarray:
         """``-log`` density of the spacing ``gap`` (mm) between two teeth: neighbours (``touching``)

@@ -190,7 +190,7 @@ def refine_numbered(probs: np.ndarray, aligned: np.ndarray, faces: np.ndarray, n
     numbering = None
     if by_instances:
         step("numbering teeth")
-        priors = replace(default_priors(jaw), fragment_width=options.get("numbering_fragment_width") or None)
+        priors = replace(default_priors(jaw), fragment_cost=float(options.get("numbering_fragment_cost", 0.0)))
         labels, numbering = number_teeth(labels, probs, aligned, faces, jaw, num_classes, priors=priors,
                                          areas=vertex_areas(aligned, faces) if len(faces) else None)
     elif decoded is not None and relabel:

@@ -100,7 +100,7 @@ INFER_DEFAULTS: dict[str, Any] = {
     "instance_numbering": True,
     # nats per mm: calling a tooth instance gingiva costs this for each mm of its width beyond 3 mm (false
     # positives are small fragments; evaluation/arch_priors.py). Split A val, two networks: per-scan mean
-    # +0.016 / +0.014, 10th percentile +0.067 / +0.067. 0: the gingiva evidence alone (the old model)
+    # +0.016 / +0.014, 10th percentile +0.067 / +0.067; split B: +0.001 (neutral). 0: the old model
     "numbering_fragment_cost": 0.5,
     "decoding_width_weight": 0.1,  # weight of the tooth-width prior of the decoding
     "graph_cut": True,  # smooth labels on the mesh by alpha-expansion (evaluation/graph_cut.py)

@@ -56,15 +56,16 @@ def main() -> None:
         flops = [2 * m * k * n for m, k, n in SHAPES]
         # the shapes' combined rate: their FLOPs over the sum of their times
         combined = sum(flops) / sum(f / (shapes[key] * 1e9) for f, key in zip(flops, shapes)) / 1e9
-        rows.append({"dtype": str(dtype).replace("torch.", ""), "square_gflops": square, "model_shapes_gflops": combined,
-                     "share_of_square": combined / square, "per_shape": shapes})
+        rows.append({"dtype": str(dtype).replace("torch.", ""), "square_gflops": square,
+                     "model_shapes_gflops": combined, "share_of_square": combined / square, "per_shape": shapes})
     if args.json:
         print(json.dumps({"threads": args.threads, "rows": rows}))
         return
     print(f"{args.threads} threads; GFLOP/s, best of {args.repeats}")
     print(f"{'dtype':<10}{'2048^3':>9}{'model shapes':>14}{'share':>8}")
     for r in rows:
-        print(f"{r['dtype']:<10}{r['square_gflops']:>9.1f}{r['model_shapes_gflops']:>14.1f}{r['share_of_square']:>8.0%}")
+        print(f"{r['dtype']:<10}{r['square_gflops']:>9.1f}{r['model_shapes_gflops']:>14.1f}"
+              f"{r['share_of_square']:>8.0%}")
 
 
 if __name__ == "__main__":

@@ -163,12 +163,19 @@ def stage_profile(model: torch.nn.Module, step, repeats: int = 3) -> list[dict[s
     handles = []
 
     def hook_input(i: int, tensor: torch.Tensor) -> None:
+        def done(grad: torch.Tensor) -> None:  # the gradient of part i's input is complete
+            now = time.perf_counter()
+            bwd[i] += now - marks.pop(-1 - i, now)
+
         if tensor.requires_grad:
-            tensor.register_hook(lambda g, i=i: bwd.__setitem__(i, bwd[i] + time.perf_counter() - marks.pop(-1 - i, time.perf_counter())))
+            tensor.register_hook(done)
 
     def hook_output(i: int, tensor: torch.Tensor) -> None:
+        def start(grad: torch.Tensor) -> None:  # that of its output is: part i's backward begins
+            marks[-1 - i] = time.perf_counter()
+
         if tensor.requires_grad:
-            tensor.register_hook(lambda g, i=i: marks.__setitem__(-1 - i, time.perf_counter()))
+            tensor.register_hook(start)
 
     for i, (_, _, module) in enumerate(parts):
         def pre(m, args, i=i):  # noqa: ANN001, ANN202
@@ -210,7 +217,8 @@ def print_stage_profile(rows: list[dict[str, Any]]) -> None:
         b = sum(r["backward_s"] for r in body if r["stage"] == stage)
         print(f"  {stage:<8}{f:>9.3f}{b:>10.3f}{(f + b) / total:>8.1%}")
     parts_sum = sum(r["forward_s"] + r["backward_s"] for r in body)
-    print(f"  {'between':<8}{total - parts_sum:>19.3f}{(total - parts_sum) / total:>8.1%}  (serialization, loss, optimizer)")
+    between = total - parts_sum
+    print(f"  {'between':<8}{between:>19.3f}{between / total:>8.1%}  (serialization, loss, optimizer)")
     print("by kind of part:")
     for kind in dict.fromkeys(r["part"] for r in body):
         f = sum(r["forward_s"] for r in body if r["part"] == kind)

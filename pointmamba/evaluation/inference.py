@@ -165,7 +165,7 @@ def refine_numbered(probs: np.ndarray, aligned: np.ndarray, faces: np.ndarray, n
     from ..data.mesh import vertex_areas
     from .graph_cut import graph_cut
     from .tooth_decoding import arch_decoding, relabel_teeth
-    from .arch_priors import default_priors
+    from .arch_priors import FRAGMENT_COST, default_priors
     from .tooth_numbering import number_teeth
 
     step = progress or (lambda name: None)
@@ -190,7 +190,8 @@ def refine_numbered(probs: np.ndarray, aligned: np.ndarray, faces: np.ndarray, n
     numbering = None
     if by_instances:
         step("numbering teeth")
-        priors = replace(default_priors(jaw), fragment_cost=float(options.get("numbering_fragment_cost", 0.0)))
+        cost = float(options.get("numbering_fragment_cost", FRAGMENT_COST))
+        priors = replace(default_priors(jaw), fragment_cost=cost)
         labels, numbering = number_teeth(labels, probs, aligned, faces, jaw, num_classes, priors=priors,
                                          areas=vertex_areas(aligned, faces) if len(faces) else None)
     elif decoded is not None and relabel:

@@ -134,11 +134,12 @@ def graph_cut(probs: np.ndarray, vertices: np.ndarray, faces: np.ndarray, normal
     weights_i = np.clip(np.round(weights * smoothing * 100), 1, 2**30).astype(np.int64)
     labels = unary_i.argmin(1)
     free = ~settled_vertices(unary, edges) if settle else np.ones(n, dtype=bool)
-    if not coarse_first:
-        return used[_cut_free(free, labels, unary_i, edges, weights_i, lambda e, w, c, sites: _expansion(e, w, c))]
     points = np.asarray(vertices, np.float64)
-    return used[_cut_free(free, labels, unary_i, edges, weights_i,
-                          lambda e, w, c, sites: _coarse_then_fine(e, w, c, points[sites]))]
+
+    def cut(e: np.ndarray, w: np.ndarray, c: np.ndarray, sites: np.ndarray) -> np.ndarray:
+        return _coarse_then_fine(e, w, c, points[sites]) if coarse_first else _expansion(e, w, c)
+
+    return used[_cut_free(free, labels, unary_i, edges, weights_i, cut)]
 
 
 def _cut_free(free: np.ndarray, labels: np.ndarray, unary: np.ndarray, edges: np.ndarray, weights: np.ndarray,
@@ -221,5 +222,3 @@ def _expansion(edges: np.ndarray, weights: np.ndarray, cost: np.ndarray) -> np.n
     cut = cut_general_graph(edges, weights, cost, pairwise, n_iter=MAX_CYCLES, algorithm="expansion",
                             down_weight_factor=1)  # its default rescales, then truncates integers
     return np.asarray(cut, dtype=np.int64)
-
-

@@ -106,10 +106,9 @@ def check_weights(weights: Any, path: str | Path) -> None:
             raise CheckpointError(f"{path}: weight {str(name)[:80]!r} is a {type(value).__name__}, not a tensor")
         if (value.is_floating_point() or value.is_complex()) and not bool(torch.isfinite(value).all()):
             bad = int((~torch.isfinite(value)).sum())  # counted only for the message: one test per tensor
-            if bad:
-                raise CheckpointError(f"{path}: weight {name!r} holds {bad} NaN or infinite value(s) of "
-                                      f"{value.numel()}: the run diverged or the file is damaged; use an earlier "
-                                      "checkpoint")
+            raise CheckpointError(f"{path}: weight {name!r} holds {bad} NaN or infinite value(s) of "
+                                  f"{value.numel()}: the run diverged or the file is damaged; use an earlier "
+                                  "checkpoint")
 
 
 def checkpoint_config(state: dict[str, Any], path: str | Path) -> dict[str, Any]:

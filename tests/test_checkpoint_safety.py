@@ -182,3 +182,17 @@ def test_export_never_replaces_its_input_or_an_existing_file(tiny_state: dict, t
     assert ckpt.read_bytes() == before and other.read_text() == "mine"
     code, _, err = run_tool("export_model", ckpt, "--out", other, "--overwrite")
     assert code == 0 and load_checkpoint(other)["format"] == "pointmamba-compact-1"
+
+
+def test_an_inference_option_unknown_to_this_version_is_ignored_with_a_warning(tiny_state: dict,
+                                                                             tmp_path: Path) -> None:
+    """A run trained while an infer option existed that was later removed could not be loaded at all
+    ("unknown config key 'infer.numbering_fragment_width'"); its network is as good as ever."""
+    old = crafted(tiny_state, tmp_path / "old.pth", infer={"numbering_fragment_width": 3.0, "graph_cut_smoothing": 2.0})
+    with pytest.warns(UserWarning, match=r"old.pth: .*ignored: infer.numbering_fragment_width$"):
+        model, cfg = load_trained(old, torch.device("cpu"))
+    assert "numbering_fragment_width" not in cfg["infer"] and cfg["infer"]["graph_cut_smoothing"] == 2.0
+    # elsewhere an unknown key is still an error: it may be a fact of the training
+    bad = crafted(tiny_state, tmp_path / "bad.pth", model={"mixer_kind": "attention"})
+    with pytest.raises(CheckpointError, match=r"unknown config key 'model.mixer_kind'"):
+        load_trained(bad, torch.device("cpu"))

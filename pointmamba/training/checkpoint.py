@@ -125,10 +125,30 @@ def checkpoint_config(state: dict[str, Any], path: str | Path) -> dict[str, Any]
         raise CheckpointError(f"{path}: its stored config has no {' or '.join(repr(k) for k in missing)} section: "
                               "cannot tell how the model was trained (classes, grid size, input channels)")
     user = {k: v for k, v in stored.items() if not (isinstance(k, str) and k.startswith("_"))}
+    user = _without_unknown_infer_keys(user, path)
     try:
         return resolve_config(user, f"{path}: its stored config")
     except ConfigError as exc:
         raise CheckpointError(str(exc)) from None
+
+
+def _without_unknown_infer_keys(user: dict[str, Any], path: str | Path) -> dict[str, Any]:
+    """``user`` without the ``infer`` options this version does not know, with a warning naming them.
+
+    Inference options are choices made at prediction time, not facts of the training: a checkpoint written
+    by another version (one with an option since removed, or not yet added) must still load. Every other
+    section stays strict."""
+    from ..config import INFER_DEFAULTS
+
+    infer = user.get("infer")
+    if not isinstance(infer, dict):
+        return user
+    unknown = [k for k in infer if k not in INFER_DEFAULTS]
+    if not unknown:
+        return user
+    warnings.warn(f"{path}: its stored config sets inference option(s) this version does not know, ignored: "
+                  f"{', '.join('infer.' + str(k) for k in unknown)}", stacklevel=3)
+    return {**user, "infer": {k: v for k, v in infer.items() if k in INFER_DEFAULTS}}
 
 
 def upgrade_weights(state: dict[str, Any]) -> dict[str, Any]:

@@ -99,6 +99,15 @@ def test_a_typical_arch_needs_no_review_and_each_finding_fires_on_its_own_defect
     # a molar-sized "premolar": two teeth under one number
     aligned, labels = arch(LOWER, widths={35: 14.5})
     assert kinds(confidence(labels, aligned)) == {"wide"}
+    # molars numbered one position forward (37 absent, each molar called by the number in front of it, as
+    # where a premolar was extracted): a "35" as wide as a molar. A wide real premolar stays quiet.
+    # (this small synthetic arch's curvature makes the measured widths about 0.9 times those laid out)
+    aligned, labels = arch(LOWER[1:], widths={35: 11.0, 36: 11.0})
+    found = confidence(labels, aligned)
+    assert kinds(found) == {"molar_sized"} and found.reasons[0].startswith("tooth 35 ")
+    assert "mm wide, a molar's width (typical 7.0): numbers shifted" in found.reasons[0]
+    aligned, labels = arch(LOWER, widths={35: 9.5, 44: 9.5})
+    assert not confidence(labels, aligned).review
     # a 2 mm tooth: a fragment
     aligned, labels = arch(LOWER, widths={44: 2.0})
     assert kinds(confidence(labels, aligned)) == {"narrow"}

@@ -15,6 +15,8 @@ Per scan: the lowest tooth confidence, and ``review`` with one reason per findin
 * a number carried by two teeth;
 * a tooth much wider than its number's typical width (two teeth under one number: one looks missing) or
   much narrower (a fragment: an extra tooth);
+* a premolar as wide as a molar (numbers shifted by one along the arch, each molar called by the number in
+  front of it, as where a premolar was extracted; or a child's primary molar);
 * neighbours along the arch with room for a tooth between them (a missing tooth, or numbers shifted), or
   a number skipped between neighbours that touch (the skipped tooth is not missing: numbers shifted?);
 * no tooth found, or fewer than ``few_teeth`` (an edentulous or nearly edentulous arch: teeth found on bare
@@ -44,6 +46,10 @@ class ReviewRules:
     wide: float = 1.6  # a tooth wider than this times its number's typical width ...
     wide_mm: float = 5.0  # ... and by at least this much (room for a second tooth)
     narrow: float = 0.35  # a tooth narrower than this times its typical width (a fragment)
+    # a premolar at least this wide (mm, measured as :func:`scan_confidence` does) is molar-sized. Premolars
+    # measured 6-8.6 mm on 56 val scans; the 9.9-10.5 mm "premolars" were molars numbered one position
+    # forward (3 scans, none of them flagged otherwise) or primary molars (9.0-10 mm alike: docs/results/confidence)
+    premolar_mm: float = 9.5
     room: float = 1.6  # neighbours' centroids further apart than this times their typical half-widths' sum
     touch: float = 1.25  # a number skipped between neighbours closer than this times that sum
     few_teeth: int = 6  # fewer teeth than this: a person checks (no val arch has under 11)
@@ -65,7 +71,7 @@ class ToothConfidence:
         return f"tooth {self.fdi} ({self.confidence:.2f}; {self.runner_up}: {self.runner_up_confidence:.2f})"
 
 
-FINDINGS = ("uncertain", "twice", "wide", "narrow", "room", "skipped", "none", "few")
+FINDINGS = ("uncertain", "twice", "wide", "narrow", "molar_sized", "room", "skipped", "none", "few")
 """Kinds of review finding, in the order of the module doc."""
 
 
@@ -202,6 +208,9 @@ def review_findings(teeth: list[ToothConfidence], jaw: str, aligned: np.ndarray 
         w, expect = t.width_mm, typical[t.fdi % 10 - 1]
         if w is not None and w > rules.wide * expect and w - expect > rules.wide_mm:
             reasons.append(("wide", f"tooth {t.fdi} {w:.1f} mm wide (typical {expect:.1f}): two teeth?"))
+        elif w is not None and t.fdi % 10 in (4, 5) and w >= rules.premolar_mm:
+            reasons.append(("molar_sized", f"tooth {t.fdi} {w:.1f} mm wide, a molar's width (typical {expect:.1f}): "
+                                           "numbers shifted, or a primary molar?"))
         elif w is not None and w < rules.narrow * expect:
             reasons.append(("narrow", f"tooth {t.fdi} {w:.1f} mm wide (typical {expect:.1f}): a fragment?"))
     aligned = np.asarray(aligned, dtype=np.float64)

@@ -58,6 +58,34 @@ def test_deleted_teeth_lose_their_points(arch: dict[str, np.ndarray]) -> None:
     assert (np.bincount(out_l, minlength=49)[:49] == np.bincount(labels[~np.isin(labels, removed)], minlength=49)[:49]).all()
 
 
+def test_closed_spaces_lose_their_width_and_keep_every_other_tooth(arch: dict[str, np.ndarray]) -> None:
+    from scipy.spatial import cKDTree
+
+    from pointmamba.data.missing_teeth import close_space
+
+    coord, normal, labels = _canonical(arch)
+
+    def gap(c: np.ndarray, lab: np.ndarray, a: int, b: int) -> float:
+        return float(cKDTree(c[lab == a]).query(c[lab == b])[0].min())
+
+    for tooth, front, back in ((14, 13, 15), (24, 23, 25), (16, 15, 17), (11, 21, 12)):
+        width = gap(coord, labels, front, back)
+        half_c, _, half_k = close_space(coord, normal, labels, tooth, 0.5)
+        full_c, full_n, full_k = close_space(coord, normal, labels, tooth, 1.0)
+        half, full = gap(half_c[half_k], labels[half_k], front, back), gap(full_c[full_k], labels[full_k], front, back)
+        assert full < 0.35 * width and 0.35 * width < half < 0.75 * width, (tooth, width, half, full)
+        others = (labels > 0) & (labels != tooth)
+        assert full_k[others].all() and not full_k[labels == tooth].all()
+        np.testing.assert_allclose(np.linalg.norm(full_n, axis=1), np.linalg.norm(normal, axis=1), atol=1e-9)
+    # through the augmentation: each removed tooth's label is gone, every other tooth keeps its points
+    for seed in range(4):
+        out_c, _, out_l = MissingTeeth({"p": 1.0, "close": 1.0})(coord, normal, labels, np.random.default_rng(seed))
+        removed = set(np.unique(labels)) - set(np.unique(out_l))
+        assert removed and len(out_c) < len(coord) - 50
+        for t in set(np.unique(labels[labels > 0])) - removed:
+            assert (out_l == t).sum() == (labels == t).sum()
+
+
 def test_edentulous_keeps_at_most_three_teeth_and_p0_changes_nothing(arch: dict[str, np.ndarray]) -> None:
     coord, normal, labels = _canonical(arch)
     for seed in range(6):
@@ -104,7 +132,7 @@ def test_complete_arch_rule() -> None:
 
 
 @pytest.mark.parametrize("value, message", [("{p: 2.0}", "probability"), ("{max_teeth: 0}", "max_teeth"),
-                                            ("{nope: 1}", "nope"), ("maybe", "true, false or a mapping")])
+                                            ("{nope: 1}", "nope"), ("{close: 1.5}", "probability"), ("maybe", "true, false or a mapping")])
 def test_config_errors_name_the_key(value: str, message: str) -> None:
     with pytest.raises(ConfigError, match=f"data.missing_teeth.*{message}|{message}.*data.missing_teeth"):
         load_config(None, [f"data.missing_teeth={value}"])

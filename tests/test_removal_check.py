@@ -31,6 +31,29 @@ def test_delete_and_flatten(scan) -> None:
         without_tooth(scan, 14, "melt")
 
 
+def test_close_brings_the_teeth_behind_forward_rigidly(scan) -> None:
+    from scipy.spatial import cKDTree
+
+    def gap(s, a: int, b: int) -> float:
+        return float(cKDTree(s.vertices[s.labels == a]).query(s.vertices[s.labels == b])[0].min())
+
+    closed = without_tooth(scan, 14, "close")
+    assert 14 not in closed.labels and closed.faces.max() < closed.num_vertices
+    assert gap(scan, 13, 15) > 7.0 and gap(closed, 13, 15) < 2.5  # 15 now meets 13 (the space was 14's width)
+    for t in np.unique(scan.labels[scan.labels > 0]):
+        if t == 14:
+            continue
+        before, after = scan.vertices[scan.labels == t], closed.vertices[closed.labels == t]
+        assert len(before) == len(after)  # the other teeth keep every vertex
+        if t in (15, 16, 17):  # behind the gap: moved, as a rigid body
+            assert np.linalg.norm(after - before, axis=1).min() > 3.0
+            np.testing.assert_allclose(np.linalg.norm(after - after[0], axis=1),
+                                       np.linalg.norm(before - before[0], axis=1), atol=1e-4)
+        else:  # in front of it and the other side: untouched
+            np.testing.assert_allclose(after, before, atol=1e-4)
+    assert closed.num_vertices < scan.num_vertices - 50  # the gingiva of the closed space is gone too
+
+
 def test_counts_teeth_that_change(scan) -> None:
     def counting(s):  # a "network" that numbers the teeth of the upper right by order from the midline
         out = s.labels.copy()

@@ -2,7 +2,7 @@
 """Tooth-removal check: remove one tooth at a time from complete arches, count how many of the other
 teeth change their number (see pointmamba/evaluation/removal_check.py).
 
-    tools/removal_check.py --config FILE [--checkpoint CKPT] [--split val] [--mode delete|flatten] --out DIR
+    tools/removal_check.py --config FILE [--checkpoint CKPT] [--split val] [--mode delete|flatten|close] --out DIR
                            [--set key=value ...]
 
 Complete arches are those whose reference holds positions 1..7 on both sides. Prediction is the full
@@ -26,7 +26,8 @@ def main() -> None:
     parser.add_argument("--checkpoint", help="checkpoint (default: the shipped model)")
     parser.add_argument("--split", default="val", choices=("train", "val", "test"))
     parser.add_argument("--mode", default="delete", choices=REMOVAL_MODES,
-                        help="delete: cut the tooth's vertices out; flatten: lower its crown onto the gingiva")
+                        help="delete: cut the tooth's vertices out; flatten: lower its crown onto the gingiva; "
+                             "close: flatten it and close its space (the teeth behind come forward)")
     parser.add_argument("--out", required=True, help="output directory")
     args = parse_args(parser)
 

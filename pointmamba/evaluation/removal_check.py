@@ -8,7 +8,10 @@ of its vertices get differs from the intact prediction's. Removal modes:
 * ``delete``: the tooth's vertices and every face touching them are cut out (a hole, as software cuts a
   tooth out; a real gap has closed gingiva, so this is a lower bound on the problem);
 * ``flatten``: its crown is lowered onto the gingiva around it (the missing-tooth augmentation's
-  geometry, :class:`~pointmamba.data.missing_teeth.MissingTeeth`), the mesh kept whole.
+  geometry, :class:`~pointmamba.data.missing_teeth.MissingTeeth`), the mesh kept whole;
+* ``close``: flattened, then its space closed: the arch behind it turned forward until the tooth behind
+  meets the one in front (:func:`~pointmamba.data.missing_teeth.close_space`), as after an orthodontic
+  extraction; the gingiva in the closed wedge and the faces touching it are cut out.
 """
 from __future__ import annotations
 
@@ -17,7 +20,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-REMOVAL_MODES = ("delete", "flatten")
+REMOVAL_MODES = ("delete", "flatten", "close")
 
 
 def tooth_numbers(reference: np.ndarray, predicted: np.ndarray) -> dict[int, int]:
@@ -30,30 +33,37 @@ def tooth_numbers(reference: np.ndarray, predicted: np.ndarray) -> dict[int, int
 
 def without_tooth(scan: Any, tooth: int, mode: str = "delete") -> Any:
     """``scan`` with reference tooth ``tooth`` removed (in ``flatten`` mode its vertices stay, labelled
-    gingiva)."""
+    gingiva; in ``close`` mode those in its closed space go with the gingiva there)."""
     from ..data import Scan
     from ..data.dataset import preprocess_scan
     from ..data.mesh import apply_transform
-    from ..data.missing_teeth import MissingTeeth
+    from ..data.missing_teeth import MissingTeeth, close_space
 
     if mode not in REMOVAL_MODES:
         raise ValueError(f"removal mode must be one of {REMOVAL_MODES}, got {mode!r}")
     gone = scan.labels == tooth
     if mode == "delete":
-        keep = ~gone
-        new_id = np.cumsum(keep) - 1
-        faces = new_id[scan.faces[keep[scan.faces].all(1)]]
-        return Scan(scan.vertices[keep], faces, scan.labels[keep], scan.jaw, scan.id_patient)
+        return _kept(scan.vertices, scan.faces, scan.labels, ~gone, scan)
     transform = preprocess_scan(scan)["transform"]
     canonical = apply_transform(scan.vertices.astype(np.float64), transform)
     normals = apply_transform(scan.vertex_normals(), transform, direction=True)
     flat = MissingTeeth({"ridge_drop_mm": 0.5})
     moved, _ = flat._flattened(canonical, normals, scan.labels, gone, np.random.default_rng(0))
     canonical[gone] = moved
-    back = np.linalg.inv(transform)
-    vertices = apply_transform(canonical, back)
-    labels = np.where(gone, 0, scan.labels)
-    return Scan(vertices, scan.faces.copy(), labels, scan.jaw, scan.id_patient)
+    keep = np.ones(len(canonical), dtype=bool)
+    if mode == "close":
+        canonical, _, keep = close_space(canonical, normals, scan.labels, tooth, 1.0)
+    vertices = apply_transform(canonical, np.linalg.inv(transform))
+    return _kept(vertices, scan.faces, np.where(gone, 0, scan.labels), keep, scan)
+
+
+def _kept(vertices: np.ndarray, faces: np.ndarray, labels: np.ndarray, keep: np.ndarray, scan: Any) -> Any:
+    """A scan of the ``keep`` vertices and the faces between them, named and jawed as ``scan``."""
+    from ..data import Scan
+
+    new_id = np.cumsum(keep) - 1
+    kept_faces = new_id[faces[keep[faces].all(1)]]
+    return Scan(vertices[keep], kept_faces, labels[keep], scan.jaw, scan.id_patient)
 
 
 @dataclass

@@ -4,12 +4,12 @@ what they are instead of counting them from the midline.
 Most training arches are complete, so a per-point classifier can learn "the seventh tooth from the
 midline is 37": it then calls a first molar 37 when the second molars are missing, and every tooth
 behind a gap one number short. Removing random teeth from identity-labelled arches breaks that shortcut.
-A removed tooth is either
+A removed tooth is
 
 * **flattened**: its crown points are lowered onto the gingiva around it (height and normal
   interpolated from the nearest gingiva vertices, seen from above, a little lower as a healed ridge
-  is) and labelled gingiva, as a healed gap looks; or
-* **deleted**: its points are dropped, as a scan with a hole (a tooth cut out in software) looks;
+  is) and labelled gingiva, as a healed gap looks;
+* **deleted**: its points are dropped, as a scan with a hole (a tooth cut out in software) looks; or
 * **closed** (with probability ``close``, off by default): flattened, then most of its space is taken
   out, as after an orthodontic extraction or years of drift: a wedge of the arch as wide as
   ``close_min``-1 of the tooth (seen from the scan's centre) is cut out and the rest of that side turned

@@ -14,9 +14,9 @@ A removed tooth is
   out, as after an orthodontic extraction or years of drift: a wedge of the arch as wide as
   ``close_min``-1 of the tooth (seen from the scan's centre) is cut out and the rest of that side turned
   about the vertical axis through the centre by the wedge's angle, so the tooth behind the gap comes
-  forward to (or near) the one in front of it. Without it the network learns that a missing tooth
-  always leaves a space: in 3D-IOSSeg it called a closed-up 35 "34" at confidence 0.92-1.0 and moved
-  every molar behind it one number forward.
+  forward to (or near) the one in front of it. Made for 3D-IOSSeg's extraction cases, where the network
+  called a closed-up 35 "34" at confidence 0.92-1.0 and moved every molar behind it one number forward;
+  measured on split B it did not help them (docs/results/numbering/README.md), so it stays off.
 
 With probability ``edentulous`` an arch loses all but 0-3 of its teeth (a nearly edentulous arch must
 come back with no teeth or the few it has, not with teeth invented along the ridge).
@@ -92,7 +92,7 @@ class MissingTeeth:
             return coord, normal, labels
         # drawn only when on, so runs without closing keep their random stream
         closed = rng.random(len(removed)) < self.close if self.close > 0 else np.zeros(len(removed), bool)
-        if len(removed) == len(teeth):  # edentulous: nothing is left to close up
+        if len(removed) == len(teeth):  # every tooth gone: no neighbour to close the space against
             closed[:] = False
         flat = flat | closed
         coord, normal, labels = coord.copy(), normal.copy(), labels.copy()

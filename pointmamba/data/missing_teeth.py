@@ -30,6 +30,9 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from .augment import rotation_about
+from .mesh import rotate
+
 DEFAULT_MISSING_TEETH: dict[str, Any] = {
     "p": 0.5,  # probability that a training arch loses teeth
     "max_teeth": 3,  # it loses 1..max_teeth teeth (uniform), never all of them
@@ -144,24 +147,18 @@ def close_space(coord: np.ndarray, normal: np.ndarray, labels: np.ndarray, tooth
     side = 1.0 if coord[at, 0].mean() >= 0 else -1.0
     angle = np.arctan2(side * coord[:, 0], coord[:, 1])  # 0 at the front (+y), growing towards the back
     start, end = np.percentile(angle[at], [2.0, 98.0])
-    cut = max(float(end - start), 0.0) * fraction
+    cut = float(end - start) * fraction
     centre = np.median(angle[at])
     others = np.unique(labels[(labels > 0) & ~at])
     behind = np.isin(labels, [t for t in others if np.median(angle[labels == t]) > centre])
     in_front = (labels > 0) & ~at & ~behind
     keep = ~(((labels == 0) | at) & (angle >= start) & (angle <= start + cut))
     turn = behind | ((angle > start + cut) & ~in_front)
-    rotation = _rotation_z(side * cut)
+    rotation = rotation_about([0.0, 0.0, 1.0], side * cut)
     coord, normal = coord.copy(), normal.copy()
-    coord[turn] = coord[turn] @ rotation.T
-    normal[turn] = normal[turn] @ rotation.T
+    coord[turn] = rotate(coord[turn], rotation)
+    normal[turn] = rotate(normal[turn], rotation)
     return coord, normal, keep
-
-
-def _rotation_z(angle: float) -> np.ndarray:
-    """Rotation by ``angle`` (radians, counter-clockwise seen from +z) about the z axis."""
-    c, s = np.cos(angle), np.sin(angle)
-    return np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
 
 
 def arch_is_complete(labels: np.ndarray, jaw: str | None) -> bool:

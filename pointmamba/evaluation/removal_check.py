@@ -34,7 +34,6 @@ def tooth_numbers(reference: np.ndarray, predicted: np.ndarray) -> dict[int, int
 def without_tooth(scan: Any, tooth: int, mode: str = "delete") -> Any:
     """``scan`` with reference tooth ``tooth`` removed (in ``flatten`` mode its vertices stay, labelled
     gingiva; in ``close`` mode those in its closed space go with the gingiva there)."""
-    from ..data import Scan
     from ..data.dataset import preprocess_scan
     from ..data.mesh import apply_transform
     from ..data.missing_teeth import MissingTeeth, close_space

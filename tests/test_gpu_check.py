@@ -99,6 +99,27 @@ def test_network_rows_against_the_reference_itself(one_thread):
     assert rows[0].detail["rows"] > 1000 and rows[2].detail["parameters"] > 100
 
 
+
+def test_network_logits_follow_the_shipped_weights_and_gradients_a_fresh_init(monkeypatch, one_thread):
+    """Logits come from the shipped file; gradients from the seeded fresh initialization, whatever ships."""
+    base = gpu_check.case_network(torch.device("cpu"), "fp32", True, QUICK)
+    real = gpu_check.shipped_model
+
+    def other_weights(device: torch.device):
+        model, cfg = real(device)
+        with torch.no_grad():
+            model.head[-1].weight.mul_(1.5)
+        return model, cfg
+
+    monkeypatch.setattr(gpu_check, "shipped_model", other_weights)
+    other = gpu_check.case_network(torch.device("cpu"), "fp32", True, QUICK)
+    assert not torch.equal(other["logits"], base["logits"])
+    grads = [k for k in base if k.startswith("grad.")]
+    assert len(grads) > 100 and all(torch.equal(other[k], base[k]) for k in grads)
+    monkeypatch.setattr(gpu_check, "GRADIENT_INIT_SEED", 1)
+    reseeded = gpu_check.case_network(torch.device("cpu"), "fp32", True, QUICK)
+    assert not torch.equal(reseeded["grad.cpe_stem.conv.weight"], base["grad.cpe_stem.conv.weight"])
+
 @pytest.mark.slow
 def test_network_agreement_under_bf16_autocast(one_thread):
     """bf16 on the CPU is slow (no bf16 matmul units here): 16 s for one 3k-point forward + backward."""

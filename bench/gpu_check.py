@@ -394,7 +394,8 @@ def model_item(arrays: dict[str, Any], name: str, cfg: dict[str, Any], grid_size
 
     d = cfg["data"]
     return make_item(arrays, name=name, num_classes=d["num_classes"], grid_size=grid_size or d["grid_size"],
-                     align=d["align"], mode="test", jaw_feature=bool(d.get("jaw_feature", False)))
+                     align=d["align"], mode="test", jaw_feature=bool(d.get("jaw_feature", False)),
+                     coord_feature=bool(d.get("coord_feature", True)))
 
 
 def shipped_model(device: torch.device) -> tuple[torch.nn.Module, dict[str, Any]]:

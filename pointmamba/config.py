@@ -36,6 +36,9 @@ DATA_DEFAULTS: dict[str, Any] = {
     # (keys left out take the defaults; a key set to null turns that step off)
     "augment": True,
     "jaw_feature": False,  # add a 7th input channel: +1 upper, -1 lower jaw (model.in_channels must be 7)
+    # the centred coordinates as 3 input channels; false leaves the network only normals (+ jaw) and the
+    # points' relative positions (convolutions, serialization): an ablation of counting from the midline
+    "coord_feature": True,
     "cache_dir": None,  # preprocessing cache (default: $POINTMAMBA_CACHE or ~/.cache/pointmamba)
     "num_workers": 0,  # DataLoader worker processes (0: the loader runs in a thread one batch ahead of the step)
     # roots whose labels are positions along the arch, not tooth identities (where teeth are missing, the
@@ -111,6 +114,12 @@ WARMUP_DEFAULTS: dict[str, Any] = {
     "epochs": 0,  # RelPos disabled for the first N epochs (0: on from the start)
     "ramp_epochs": 0,  # then its contribution ramps linearly from 0 to 1 over M epochs
 }
+
+
+def input_channels(data: dict[str, Any]) -> int:
+    """The network's input channels for a ``data`` section: centred coords (3, unless ``coord_feature``
+    is false), normals (3), the jaw (1, with ``jaw_feature``); as :func:`~pointmamba.data.dataset.make_item` builds them."""
+    return 3 * bool(data.get("coord_feature", True)) + 3 + bool(data.get("jaw_feature", False))
 
 
 def defaults() -> dict[str, Any]:
@@ -358,11 +367,13 @@ def resolve_config(user: dict[str, Any], where: str) -> dict[str, Any]:
     try:
         validate(user, cfg)
         cfg = merge(cfg, user)
-        want = 7 if cfg["data"]["jaw_feature"] else 6
+        want = input_channels(cfg["data"])
         if cfg["model"]["in_channels"] != want:
-            raise ConfigError(f"model.in_channels must be {want} with data.jaw_feature="
-                              f"{str(cfg['data']['jaw_feature']).lower()} (coords + normals{' + jaw' if want == 7 else ''}), "
-                              f"got {cfg['model']['in_channels']}")
+            parts = " + ".join(p for p, on in (("coords", cfg["data"]["coord_feature"]), ("normals", True),
+                                               ("jaw", cfg["data"]["jaw_feature"])) if on)
+            raise ConfigError(f"model.in_channels must be {want} with data.coord_feature="
+                              f"{str(cfg['data']['coord_feature']).lower()} and data.jaw_feature="
+                              f"{str(cfg['data']['jaw_feature']).lower()} ({parts}), got {cfg['model']['in_channels']}")
         if cfg["model"]["num_classes"] != cfg["data"]["num_classes"]:
             raise ConfigError(f"model.num_classes ({cfg['model']['num_classes']}) must equal data.num_classes "
                               f"({cfg['data']['num_classes']}): the head predicts the data's classes")

@@ -79,3 +79,29 @@ def test_jaw_feature_channel_and_config_check(synth: Path, tmp_path: Path) -> No
         item = ds[i]
         assert item["feat"].shape[1] == 7
         np.testing.assert_array_equal(item["feat"][:, 6], 1.0 if item["jaw"] == "upper" else -1.0)
+
+
+def test_coord_feature_off_leaves_normals_and_jaw_and_the_model_runs(synth: Path, tmp_path: Path) -> None:
+    """``data.coord_feature=false``: the features lose the 3 coordinate channels (normals, then the jaw),
+    ``coord`` keeps the points, the config demands 4 input channels, and the network takes the items."""
+    import torch
+
+    from pointmamba import build_model
+    from pointmamba.data.dataset import collate
+
+    with pytest.raises(ConfigError, match="in_channels must be 4 with data.coord_feature=false"):
+        load_config(None, ["data.coord_feature=false", "data.jaw_feature=true"])
+    on = _train_set(synth, tmp_path, "data.jaw_feature=true", "model.in_channels=7", "data.augment=false")
+    off = _train_set(synth, tmp_path, "data.jaw_feature=true", "model.in_channels=4", "data.augment=false",
+                     "data.coord_feature=false")
+    a, b = on[0], off[0]
+    assert b["feat"].shape[1] == 4
+    np.testing.assert_array_equal(a["coord"], b["coord"])
+    np.testing.assert_array_equal(a["feat"][:, 3:], b["feat"])
+    cfg = load_config(None, tiny_overrides(synth, tmp_path / "m") + ["data.coord_feature=false",
+                                                                      "data.jaw_feature=true", "model.in_channels=4"])
+    ds = build_dataset(cfg, "train", train=True)
+    torch.manual_seed(0)
+    logits = build_model(cfg).eval()(collate([ds[0], ds[1]]))
+    assert logits.shape == (len(ds[0]["coord"]) + len(ds[1]["coord"]), cfg["model"]["num_classes"])
+    assert torch.isfinite(logits).all()

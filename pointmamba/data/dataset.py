@@ -150,6 +150,7 @@ class Teeth3DSDataset:
         position_label_roots: Sequence[str | PathLike] = (),
         position_label_weight: float = 1.0,
         missing_teeth: Mapping[str, Any] | None = None,
+        coord_feature: bool = True,
     ) -> None:
         self.roots = data_roots(root)
         self.root = self.roots[0]  # where split files live by default
@@ -175,6 +176,7 @@ class Teeth3DSDataset:
         self.cache_dir = Path(cache_dir) if cache_dir is not False else None
         self.in_memory = in_memory
         self.jaw_feature = bool(jaw_feature)
+        self.coord_feature = bool(coord_feature)
         self.missing_teeth = MissingTeeth(missing_teeth) if missing_teeth is not None else None
         self.position_label_weight = float(position_label_weight)
         self._memory: dict[str, dict[str, np.ndarray]] = {}
@@ -289,7 +291,8 @@ class Teeth3DSDataset:
         identities = self.labels_are_identities(index)
         item = make_item(self.preprocessed(index), self.names[index], self.num_classes, self.grid_size,
                          self.align, self.mode, self.rng(index), self.augment, self.max_points,
-                         jaw_feature=self.jaw_feature, missing_teeth=self.missing_teeth if identities else None)
+                         jaw_feature=self.jaw_feature, missing_teeth=self.missing_teeth if identities else None,
+                         coord_feature=self.coord_feature)
         item["weight"] = 1.0 if identities else self.position_label_weight
         return item
 
@@ -309,14 +312,16 @@ def _resolve_name(entry: str, found: Mapping[str, Path], where: Any, field: str,
 def make_item(d: Mapping[str, np.ndarray], name: str, num_classes: int, grid_size: float | None,
               align: bool = True, mode: str = "test", rng: np.random.Generator | None = None,
               augment: Augment | None = None, max_points: int | None = None,
-              jaw_feature: bool = False, missing_teeth: MissingTeeth | None = None) -> dict[str, Any]:
+              jaw_feature: bool = False, missing_teeth: MissingTeeth | None = None,
+              coord_feature: bool = True) -> dict[str, Any]:
     """One model input from preprocessed arrays (see :func:`preprocess`): align (optional), centre,
     remove teeth (optional, needs labels), augment (optional), grid sample, point cap. The dataset and
     whole-scan inference both use it, so a user's scan is prepared exactly like the eval split.
 
     ``jaw_feature`` appends a constant channel, +1 for an upper and -1 for a lower jaw: the 17-class
     scheme gives 11 and 31 one class, and lower teeth are narrower, so without it the network must guess
-    the jaw from shape to know where each tooth position lies."""
+    the jaw from shape to know where each tooth position lies. ``coord_feature`` false leaves the centred
+    coordinates out of the features (``coord`` still carries them, for the grid and the serialization)."""
     jaw = str(d["jaw"]) or None
     coord = d["vertices"].astype(np.float64) + d.get("origin", 0.0)  # float64 before rotating and centring
     normal = d["normals"].astype(np.float64)
@@ -341,7 +346,7 @@ def make_item(d: Mapping[str, np.ndarray], name: str, num_classes: int, grid_siz
     else:
         vertex_segment = np.full(len(coord), IGNORE_INDEX, dtype=np.int64)
     c = coord[index_rows].astype(np.float32)
-    feats = [c, normal[index_rows].astype(np.float32)]
+    feats = ([c] if coord_feature else []) + [normal[index_rows].astype(np.float32)]
     if jaw_feature:
         if jaw not in JAWS:
             raise ValueError(f"{name}: jaw unknown, but the model takes the jaw as input: name the file "

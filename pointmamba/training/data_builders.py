@@ -72,6 +72,7 @@ def build_dataset(cfg: dict[str, Any], split: str, train: bool) -> Any:
         seed=cfg["seed"],
         mode="train" if train else "test",  # train: a random point per voxel; test: deterministic
         jaw_feature=bool(d.get("jaw_feature", False)),
+        coord_feature=bool(d.get("coord_feature", True)),
         exclude=d["train_exclude"] if split == "train" else None,
         position_label_roots=d["position_label_roots"],
         position_label_weight=d["position_label_weight"],

@@ -35,7 +35,7 @@ DATA_DEFAULTS: dict[str, Any] = {
     # training augmentation: true (DEFAULT_AUGMENT), false (none) or a mapping with DEFAULT_AUGMENT's keys
     # (keys left out take the defaults; a key set to null turns that step off)
     "augment": True,
-    "jaw_feature": False,  # add a 7th input channel: +1 upper, -1 lower jaw (model.in_channels must be 7)
+    "jaw_feature": False,  # one more input channel: +1 upper, -1 lower jaw (model.in_channels: input_channels())
     # the centred coordinates as 3 input channels; false leaves the network only normals (+ jaw) and the
     # points' relative positions (convolutions, serialization): an ablation of counting from the midline
     "coord_feature": True,

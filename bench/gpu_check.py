@@ -390,12 +390,12 @@ def jaw_arrays(seed: int, jaw: str, vertices: int, pose: str = "canonical") -> t
 
 def model_item(arrays: dict[str, Any], name: str, cfg: dict[str, Any], grid_size: float | None = None) -> dict[str, Any]:
     """One model input prepared as the eval split is (``make_item`` in test mode)."""
+    from pointmamba.config import input_features
     from pointmamba.data.dataset import make_item
 
     d = cfg["data"]
     return make_item(arrays, name=name, num_classes=d["num_classes"], grid_size=grid_size or d["grid_size"],
-                     align=d["align"], mode="test", jaw_feature=bool(d.get("jaw_feature", False)),
-                     coord_feature=bool(d.get("coord_feature", True)))
+                     align=d["align"], mode="test", **input_features(d))
 
 
 def shipped_model(device: torch.device) -> tuple[torch.nn.Module, dict[str, Any]]:

@@ -116,10 +116,17 @@ WARMUP_DEFAULTS: dict[str, Any] = {
 }
 
 
+def input_features(data: dict[str, Any]) -> dict[str, bool]:
+    """The input switches of a ``data`` section as :func:`~pointmamba.data.dataset.make_item` takes them
+    (a checkpoint's config older than a switch gets its default)."""
+    return {"jaw_feature": bool(data.get("jaw_feature", False)), "coord_feature": bool(data.get("coord_feature", True))}
+
+
 def input_channels(data: dict[str, Any]) -> int:
     """The network's input channels for a ``data`` section: centred coords (3, unless ``coord_feature``
-    is false), normals (3), the jaw (1, with ``jaw_feature``); as :func:`~pointmamba.data.dataset.make_item` builds them."""
-    return 3 * bool(data.get("coord_feature", True)) + 3 + bool(data.get("jaw_feature", False))
+    is false), normals (3), the jaw (1, with ``jaw_feature``)."""
+    f = input_features(data)
+    return 3 * f["coord_feature"] + 3 + f["jaw_feature"]
 
 
 def defaults() -> dict[str, Any]:

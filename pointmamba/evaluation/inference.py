@@ -9,7 +9,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..config import ConfigError
+from ..config import ConfigError, input_features
 from ..device import autocast
 from ..structure import PointBatch
 from ..timing import step as timed
@@ -135,8 +135,7 @@ def summed_view_probabilities(model: nn.Module, arrays: dict[str, np.ndarray], n
         with timed("preprocess"):
             items = [make_item(arrays, name=name, num_classes=d["num_classes"], grid_size=d["grid_size"],
                                align=d["align"], mode="test", rng=np.random.default_rng(0), augment=view,
-                               jaw_feature=bool(d.get("jaw_feature", False)),
-                               coord_feature=bool(d.get("coord_feature", True))) for view in chunk]
+                               **input_features(d)) for view in chunk]
             batch = collate(items)
         with timed("network"):
             batch, logits = predict_batch(model, batch, device, bool(cfg["train"]["amp"]))

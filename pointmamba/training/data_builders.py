@@ -41,7 +41,7 @@ def ensure_data(cfg: dict[str, Any], log: Any = print) -> list[Path]:
 def build_dataset(cfg: dict[str, Any], split: str, train: bool) -> Any:
     """The Teeth3DS dataset for ``split`` in {train, val, test}: explicit name list, else the split file
     ``<split_dir>/<name>.txt``; a split named ``all`` takes every scan under the root."""
-    from ..config import resolve_augment, resolve_missing_teeth
+    from ..config import input_features, resolve_augment, resolve_missing_teeth
     from ..data import Teeth3DSDataset
     from ..data.dataset import data_roots, split_path
 
@@ -71,8 +71,7 @@ def build_dataset(cfg: dict[str, Any], split: str, train: bool) -> Any:
         cache_dir=d["cache_dir"],
         seed=cfg["seed"],
         mode="train" if train else "test",  # train: a random point per voxel; test: deterministic
-        jaw_feature=bool(d.get("jaw_feature", False)),
-        coord_feature=bool(d.get("coord_feature", True)),
+        **input_features(d),
         exclude=d["train_exclude"] if split == "train" else None,
         position_label_roots=d["position_label_roots"],
         position_label_weight=d["position_label_weight"],

@@ -196,3 +196,32 @@ def test_an_inference_option_unknown_to_this_version_is_ignored_with_a_warning(t
     bad = crafted(tiny_state, tmp_path / "bad.pth", model={"mixer_kind": "attention"})
     with pytest.raises(CheckpointError, match=r"unknown config key 'model.mixer_kind'"):
         load_trained(bad, torch.device("cpu"))
+
+
+def test_an_input_mismatch_names_the_data_switches_that_mend_it(tiny_state: dict, tmp_path: Path) -> None:
+    """A coordinate-free checkpoint under a config with coordinates said only "model.in_channels:
+    checkpoint 3, config 6": the fix is a data switch, and the error now gives it, whole and working."""
+    import re
+
+    from pointmamba import build_model
+
+    from support.tiny import TINY_MODEL, tiny_overrides, write_synthetic
+
+    free = load_config(None, TINY_MODEL + ["data.grid_size=0.6", "data.coord_feature=false", "model.in_channels=3"])
+    ckpt = tmp_path / "free.pth"
+    save_checkpoint({"model": build_model(free).state_dict(), "config": {k: v for k, v in free.items() if k[0] != "_"}},
+                    ckpt)
+    with_coords = TINY_MODEL + ["data.grid_size=0.6"]
+    with pytest.raises(CheckpointError) as info:
+        load_trained(ckpt, torch.device("cpu"), config=load_config(None, with_coords))
+    message = str(info.value)
+    assert "model.in_channels: checkpoint 3, config 6" in message and "\n" not in message
+    sets = re.search(r"--set (.*)\)$", message).group(1).split()
+    assert sets == ["data.jaw_feature=false", "data.coord_feature=false", "model.in_channels=3"]
+    model, cfg = load_trained(ckpt, torch.device("cpu"), config=load_config(None, with_coords + sets))
+    assert model.in_channels == 3 and cfg["data"]["coord_feature"] is False
+    # fine-tuning from it names the same switches
+    synth = write_synthetic(tmp_path / "synth")
+    cfg = load_config(None, tiny_overrides(synth, tmp_path / "w") + [f"train.init_from={ckpt}"])
+    with pytest.raises(ValueError, match=re.escape("--set " + " ".join(sets))):
+        Trainer(cfg)

@@ -215,7 +215,21 @@ def check_model_config(state: dict[str, Any], cfg: dict[str, Any], path: str | P
     diff = model_config_diff(state["config"], cfg)
     if diff:
         raise CheckpointError(f"{path}: the config's model differs from the checkpoint's in {len(diff)} key(s): "
-                              + "; ".join(diff[:8]) + ("; ..." if len(diff) > 8 else ""))
+                              + "; ".join(diff[:8]) + ("; ..." if len(diff) > 8 else "")
+                              + input_hint(state["config"], cfg))
+
+
+def input_hint(checkpoint_cfg: dict[str, Any], cfg: dict[str, Any]) -> str:
+    """``" (the checkpoint's input: ...; --set ...)"`` where the two configs feed the network different
+    input channels, else ``""``: the fix is a data switch, which the model keys alone do not name."""
+    from ..config import input_channels, input_features
+
+    stored = checkpoint_cfg.get("data") or {}
+    if input_channels(stored) == input_channels(cfg.get("data") or {}):
+        return ""
+    f = input_features(stored)
+    sets = " ".join(f"data.{k}={str(v).lower()}" for k, v in f.items())
+    return f" (the checkpoint's input is set by data: --set {sets} model.in_channels={input_channels(stored)})"
 
 
 def load_model_weights(model: torch.nn.Module, weights: dict[str, torch.Tensor], path: str | Path) -> None:

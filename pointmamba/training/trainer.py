@@ -195,6 +195,7 @@ class Trainer:
     def _init_from(self, name: str) -> None:
         """Fine-tuning: load the weights (not the optimizer or schedule) of a checkpoint or the shipped model."""
         from ..pretrained import resolve_checkpoint
+        from .checkpoint import input_hint
 
         path = resolve_checkpoint(name)
         state = load_checkpoint(path, map_location=self.device)
@@ -204,7 +205,8 @@ class Trainer:
         if bad or missing:
             raise ValueError(f"train.init_from={name!r} ({path}): the weights do not fit model config "
                              f"({len(bad)} unexpected or differently shaped, {len(missing)} missing, e.g. "
-                             f"{(bad + missing)[0]}); use the checkpoint's model section")
+                             f"{(bad + missing)[0]}); use the checkpoint's model section"
+                             + input_hint(state.get("config") or {}, self.cfg))
         self.net.load_state_dict(state["model"])
         self.log(f"initialized from {path}")
 

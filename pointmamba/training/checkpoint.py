@@ -220,7 +220,7 @@ def check_model_config(state: dict[str, Any], cfg: dict[str, Any], path: str | P
 
 
 def input_hint(checkpoint_cfg: dict[str, Any], cfg: dict[str, Any]) -> str:
-    """``" (the checkpoint's input: ...; --set ...)"`` where the two configs feed the network different
+    """``" (the checkpoint's input is set by data: --set ...)"`` where the two configs feed the network different
     input channels, else ``""``: the fix is a data switch, which the model keys alone do not name."""
     from ..config import input_channels, input_features
 

@@ -122,11 +122,17 @@ def input_features(data: dict[str, Any]) -> dict[str, bool]:
     return {"jaw_feature": bool(data.get("jaw_feature", False)), "coord_feature": bool(data.get("coord_feature", True))}
 
 
-def input_channels(data: dict[str, Any]) -> int:
-    """The network's input channels for a ``data`` section: centred coords (3, unless ``coord_feature``
-    is false), normals (3), the jaw (1, with ``jaw_feature``)."""
+def input_parts(data: dict[str, Any]) -> list[tuple[str, int]]:
+    """The network's input for a ``data`` section, in feature order, as (name, channels): centred
+    coords (unless ``coord_feature`` is false), normals, the jaw (with ``jaw_feature``)."""
     f = input_features(data)
-    return 3 * f["coord_feature"] + 3 + f["jaw_feature"]
+    return [(name, n) for name, n, on in (("coords", 3, f["coord_feature"]), ("normals", 3, True),
+                                          ("jaw", 1, f["jaw_feature"])) if on]
+
+
+def input_channels(data: dict[str, Any]) -> int:
+    """The network's input channels for a ``data`` section (the sum of :func:`input_parts`)."""
+    return sum(n for _, n in input_parts(data))
 
 
 def defaults() -> dict[str, Any]:
@@ -376,8 +382,7 @@ def resolve_config(user: dict[str, Any], where: str) -> dict[str, Any]:
         cfg = merge(cfg, user)
         want = input_channels(cfg["data"])
         if cfg["model"]["in_channels"] != want:
-            parts = " + ".join(p for p, on in (("coords", cfg["data"]["coord_feature"]), ("normals", True),
-                                               ("jaw", cfg["data"]["jaw_feature"])) if on)
+            parts = " + ".join(name for name, _ in input_parts(cfg["data"]))
             raise ConfigError(f"model.in_channels must be {want} with data.coord_feature="
                               f"{str(cfg['data']['coord_feature']).lower()} and data.jaw_feature="
                               f"{str(cfg['data']['jaw_feature']).lower()} ({parts}), got {cfg['model']['in_channels']}")

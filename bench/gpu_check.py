@@ -399,11 +399,14 @@ def model_item(arrays: dict[str, Any], name: str, cfg: dict[str, Any], grid_size
 
 
 def shipped_model(device: torch.device) -> tuple[torch.nn.Module, dict[str, Any]]:
-    """The shipped model (eval mode) and its config, on ``device``."""
+    """The shipped model's first network (eval mode) and its config, on ``device``: the rows measure one
+    network's forward pass (a file of averaged networks runs each the same way, one after another)."""
+    from pointmamba.evaluation.averaged_networks import first_network
     from pointmamba.evaluation.inference import load_trained
     from pointmamba.pretrained import DEFAULT_MODEL
 
-    return load_trained(DEFAULT_MODEL, device)
+    model, cfg = load_trained(DEFAULT_MODEL, device)
+    return first_network(model), cfg
 
 
 # ---------------------------------------------------------------------------------------------- agreement cases

@@ -90,6 +90,9 @@ INFER_DEFAULTS: dict[str, Any] = {
     # whole-scan inference (tools/test.py, tools/predict.py). Defaults chosen on two splits of the shared
     # scans (docs/results/recipe_shared_scans/README.md): what helped on both is on
     "mirror_tta": True,  # also predict the mirrored scan (left/right classes swapped) and average
+    # a model file holding several networks (evaluation/averaged_networks.py): average their probabilities;
+    # false: its first network alone (half the network time with two)
+    "average_networks": True,
     "tta_angles": [0.0],  # test-time rotations about the occlusal axis (degrees), averaged; [0.0]: none
     # positions assigned along the arch, in order, once per side (evaluation/tooth_decoding.py): off, as
     # with the graph cut on it gained +0.001 mIoU on one split and lost -0.022 on the other

@@ -132,12 +132,15 @@ def test_tools_verbose_flag_and_start_up_report(capsys):
     from pointmamba.cli import _common as common
     logger = logging.getLogger("pointmamba")
     saved = (logger.level, list(logger.handlers))
+    # a tool run in this process earlier (tests/support/tools.run_tool) left its handler: start without it
+    logger.handlers[:] = [h for h in saved[1] if not getattr(h, "_pointmamba_tools", False)]
+    others = len(logger.handlers)
     try:
         args = common.parse_args(argparse.ArgumentParser(), ["--verbose"])
         assert args.verbose and logger.getEffectiveLevel() == logging.DEBUG
         assert "pointmamba backends on cpu: scan=numba" in capsys.readouterr().err
         common.parse_args(argparse.ArgumentParser(), [])
-        assert logger.getEffectiveLevel() == logging.WARNING and len(logger.handlers) == len(saved[1]) + 1
+        assert logger.getEffectiveLevel() == logging.WARNING and len(logger.handlers) == others + 1
     finally:
         logger.setLevel(saved[0])
         logger.handlers[:] = saved[1]

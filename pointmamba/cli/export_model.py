@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """Write a training checkpoint as a compact model file: float16 weights, config and warm-up state only.
 
-    tools/export_model.py CHECKPOINT --out FILE [--note TEXT] [--overwrite]
+    tools/export_model.py CHECKPOINT [--average-with CKPT ...] --out FILE [--note TEXT] [--overwrite]
 
 The file loads with ``torch.load(weights_only=True)`` and is read by ``tools/predict.py --checkpoint FILE``
 like any checkpoint; ``pointmamba/pretrained/teeth17_shared_data.pth`` (the shipped model) was written so.
+With ``--average-with`` the file also holds those networks: inference averages their probabilities with
+CHECKPOINT's (``infer.average_networks``); fine-tuning starts from CHECKPOINT's network.
 """
 from __future__ import annotations
 
@@ -17,19 +19,32 @@ from ._common import run_main
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("checkpoint", help="checkpoint written by tools/train.py")
+    parser.add_argument("--average-with", nargs="+", default=[], metavar="CKPT",
+                        help="more checkpoints stored beside it, averaged with it at inference")
     parser.add_argument("--out", required=True, help="compact model file to write")
     parser.add_argument("--note", default="", help="provenance note stored in the file")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing --out (never the input)")
     args = parser.parse_args()
 
-    from pointmamba.cli.output_files import check_out_file
-    from pointmamba.training.checkpoint import checkpoint_config, load_checkpoint
-    from pointmamba.pretrained import export_compact
+    import torch
 
-    check_out_file(args.out, [args.checkpoint], args.overwrite)
-    state = load_checkpoint(args.checkpoint)
-    checkpoint_config(state, args.checkpoint)  # a model file others will load: its config must pass the rules
-    out = export_compact(state, args.out, {"source": Path(args.checkpoint).name, "note": args.note})
+    from pointmamba.cli.output_files import check_out_file
+    from pointmamba.evaluation.inference import load_trained
+    from pointmamba.pretrained import export_compact
+    from pointmamba.training.checkpoint import CheckpointError, checkpoint_config, load_checkpoint
+
+    check_out_file(args.out, [args.checkpoint, *args.average_with], args.overwrite)
+    states = []
+    for path in [args.checkpoint, *args.average_with]:
+        state = load_checkpoint(path)
+        checkpoint_config(state, path)  # a model file others will load: its config must pass the rules
+        if state.get("average_with"):
+            raise CheckpointError(f"{path}: already holds {len(state['average_with']) + 1} averaged networks; "
+                                  "export from the training checkpoints, each named once")
+        states.append((state, {"source": Path(path).name, "note": args.note}))
+    if len(states) > 1:  # refused now, not by whoever loads the file
+        load_trained(args.checkpoint, torch.device("cpu"), average_with=args.average_with)
+    out = export_compact(states[0][0], args.out, states[0][1], average_with=states[1:])
     print(f"written: {out} ({out.stat().st_size / 2**20:.1f} MB)")
 
 

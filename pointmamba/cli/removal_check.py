@@ -2,7 +2,7 @@
 """Tooth-removal check: remove one tooth at a time from complete arches, count how many of the other
 teeth change their number (see pointmamba/evaluation/removal_check.py).
 
-    tools/removal_check.py --config FILE [--checkpoint CKPT] [--split val] [--mode delete|flatten|close] --out DIR
+    tools/removal_check.py --config FILE [--checkpoint CKPT] [--average-with CKPT ...] [--split val] [--mode delete|flatten|close] --out DIR
                            [--set key=value ...]
 
 Complete arches are those whose reference holds positions 1..7 on both sides. Prediction is the full
@@ -24,6 +24,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_config_args(parser)
     parser.add_argument("--checkpoint", help="checkpoint (default: the shipped model)")
+    parser.add_argument("--average-with", nargs="+", default=[], metavar="CKPT",
+                        help="more checkpoints whose probabilities are averaged with --checkpoint's")
     parser.add_argument("--split", default="val", choices=("train", "val", "test"))
     parser.add_argument("--mode", default="delete", choices=REMOVAL_MODES,
                         help="delete: cut the tooth's vertices out; flatten: lower its crown onto the gingiva; "
@@ -49,7 +51,7 @@ def main() -> None:
     check_out_dir(out)
     device = resolve_device(cfg["train"]["device"])
     checkpoint = resolve_checkpoint(args.checkpoint)
-    model, cfg = load_trained(checkpoint, device, config=cfg)
+    model, cfg = load_trained(checkpoint, device, config=cfg, average_with=args.average_with)
     dataset = build_dataset(cfg, args.split, train=False)
     scans = [load_scan(p) for p in dataset.paths]
     complete = [s for s in scans if s.labels is not None and arch_is_complete(s.labels, s.jaw)]
@@ -63,7 +65,7 @@ def main() -> None:
     write_csv(out / "removals.csv", [{"scan": r.scan, "removed": r.tooth, "others": r.others,
                                       "changed": " ".join(map(str, r.changed))} for r in removals])
     atomic_write(out / "removal_check.json", json.dumps(
-        {"checkpoint": str(checkpoint), "split": args.split, "mode": args.mode, "infer": cfg.get("infer"),
+        {"checkpoint": str(checkpoint), "average_with": [str(p) for p in args.average_with], "split": args.split, "mode": args.mode, "infer": cfg.get("infer"),
          "summary": summary, "scans": [s.name for s in complete]}, indent=2).encode())
     table = (f"| removals | changing any other tooth | teeth checked | teeth changed |\n|---|---|---|---|\n"
              f"| {summary['removals']} ({summary['scans']} complete arches) | {summary['removals_changing_any']} "

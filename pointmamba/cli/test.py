@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Evaluate a checkpoint on a split: accuracy, per-class IoU, mIoU, Dice and the 3DTeethSeg'22 metrics.
 
-    tools/test.py --config FILE --checkpoint CKPT [--split test] [--out DIR] [--set key=value ...]
+    tools/test.py --config FILE --checkpoint CKPT [--average-with CKPT ...] [--split test] [--out DIR]
+                  [--set key=value ...]
 
 Metrics are computed on every original vertex, predicted exactly as tools/predict.py does (the ``infer``
 config section: mirror test-time augmentation, tooth decoding, graph cut; switch each with --set).
@@ -23,6 +24,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_config_args(parser)
     parser.add_argument("--checkpoint", help="checkpoint to evaluate (default: the shipped model)")
+    parser.add_argument("--average-with", nargs="+", default=[], metavar="CKPT",
+                        help="more checkpoints whose probabilities are averaged with --checkpoint's (each built "
+                             "from its own stored config)")
     parser.add_argument("--split", default="test", choices=("train", "val", "test"))
     parser.add_argument("--out", help="output directory")
     parser.add_argument("--compare-infer", action="store_true",
@@ -52,7 +56,7 @@ def main() -> None:
     args.checkpoint = resolve_checkpoint(args.checkpoint)
     out = Path(args.out) if args.out else Path(args.checkpoint).parent / f"test_{args.split}"
     check_out_dir(out)  # a file, an unwritable place: one line now, not a traceback after the model loads
-    model, cfg = load_trained(args.checkpoint, device, config=cfg)
+    model, cfg = load_trained(args.checkpoint, device, config=cfg, average_with=args.average_with)
     num_classes = cfg["data"]["num_classes"]
     dataset = build_dataset(cfg, args.split, train=False)
     make_out_dir(out)
@@ -94,7 +98,7 @@ def main() -> None:
     summary = summarize(rows, scan_cms)
     # every file atomically: a link planted in --out is replaced, never written through
     atomic_write(out / "metrics.json", json.dumps(
-        {"checkpoint": str(args.checkpoint), "split": args.split, "infer": cfg.get("infer"), "overall": overall, "per_class": per_class,
+        {"checkpoint": str(args.checkpoint), "average_with": [str(p) for p in args.average_with], "split": args.split, "infer": cfg.get("infer"), "overall": overall, "per_class": per_class,
          "summary": summary, "per_scan": rows, "confusion": cm.matrix.tolist()}, indent=2, default=float).encode())
     atomic_write(out / "summary.md", summary_table(summary).encode())
     for name, table in (("per_scan.csv", rows), ("per_class.csv", per_class)):

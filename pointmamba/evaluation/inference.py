@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
@@ -13,7 +13,8 @@ from ..config import ConfigError, input_features
 from ..device import autocast
 from ..structure import PointBatch
 from ..timing import step as timed
-from ..training.checkpoint import check_model_config, checkpoint_config, load_checkpoint, load_model_weights
+from ..training.checkpoint import (CheckpointError, check_model_config, check_weights, checkpoint_config,
+                                   load_checkpoint, load_model_weights, upgrade_weights)
 
 
 @dataclass
@@ -30,25 +31,59 @@ class Prediction:
     instance_probs: dict[int, np.ndarray] | None = None  # instance id -> (C,) posterior of its number
 
 
-def load_trained(checkpoint: str | Path, device: torch.device,
-                 config: dict[str, Any] | None = None) -> tuple[nn.Module, dict[str, Any]]:
+def load_trained(checkpoint: str | Path, device: torch.device, config: dict[str, Any] | None = None,
+                 average_with: Sequence[str | Path] = ()) -> tuple[nn.Module, dict[str, Any]]:
     """The trained network in eval mode, with RelPos in its trained warm-up state (buffers in the weights), and its config.
 
     ``config`` None builds the model from the config stored in the checkpoint; a resolved config (e.g.
-    the one ``tools/test.py --config`` names) is used instead when given.
+    the one ``tools/test.py --config`` names) is used instead when given. A model file that holds more
+    networks (``average_with``, see :mod:`.averaged_networks`), or checkpoints named in ``average_with``,
+    give an :class:`~.averaged_networks.AveragedNetworks`: the first network is this checkpoint's (built
+    from ``config``), each other is built from its own stored config.
     """
-    from .. import build_model
+    from .averaged_networks import AveragedNetworks
 
     state = load_checkpoint(checkpoint, map_location="cpu")
     if config is None:  # checked as a config file is: a crafted one fails here, in one line, allocating nothing
         config = checkpoint_config(state, checkpoint)
-    check_model_config(state, config, checkpoint)  # one line naming the keys, not torch's size-mismatch dump
+    model = _build_network(state, config, checkpoint)
+    stored = state.get("average_with") or []
+    if not isinstance(stored, list) or not all(isinstance(m, dict) for m in stored):
+        raise CheckpointError(f"{checkpoint}: 'average_with' must be a list of networks (model, config, hooks)")
+    others = []
+    for k, member in enumerate(stored, 2):
+        where = f"{checkpoint} (network {k} of {len(stored) + 1})"
+        if "model" not in member:
+            raise CheckpointError(f"{where}: no 'model' entry")
+        check_weights(member["model"], where)
+        member = {**member, "model": upgrade_weights(member)}
+        member_cfg = checkpoint_config(member, where)
+        others.append((_build_network(member, member_cfg, where), member_cfg))
+    for path in average_with:
+        other = load_checkpoint(path, map_location="cpu")
+        if other.get("average_with"):
+            raise CheckpointError(f"{path}: holds averaged networks itself; name training checkpoints to average")
+        other_cfg = checkpoint_config(other, path)
+        others.append((_build_network(other, other_cfg, path), other_cfg))
+    if others:
+        try:
+            model = AveragedNetworks(model, config, others, str(checkpoint))
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+    return model.to(device).eval(), config
+
+
+def _build_network(state: dict[str, Any], config: dict[str, Any], path: str | Path) -> nn.Module:
+    """The network of checkpoint ``state`` built from ``config``, its weights loaded (CPU, train mode)."""
+    from .. import build_model
+
+    check_model_config(state, config, path)  # one line naming the keys, not torch's size-mismatch dump
     try:
         model = build_model(config)
     except ValueError as exc:
-        raise ConfigError(f"{checkpoint}: config does not build a model: {exc}") from None
-    load_model_weights(model, state["model"], checkpoint)
-    return model.to(device).eval(), config
+        raise ConfigError(f"{path}: config does not build a model: {exc}") from None
+    load_model_weights(model, state["model"], path)
+    return model
 
 
 def infer_options(cfg: dict[str, Any]) -> dict[str, Any]:
@@ -123,7 +158,29 @@ def summed_view_probabilities(model: nn.Module, arrays: dict[str, np.ndarray], n
 
     Views go through the network together, as one batch (up to four at a time): the mirrored view beside
     the plain one costs one forward pass, not two (the network keeps samples apart, so each view's
-    probabilities are those it gets alone)."""
+    probabilities are those it gets alone). For an :class:`~.averaged_networks.AveragedNetworks` each view's
+    probabilities are the mean of its networks' (each fed its own input layout)."""
+    from .averaged_networks import inference_members
+
+    members = inference_members(model, cfg)
+    if len(members) == 1:
+        return _summed_one_network(members[0][0], arrays, name, members[0][1], device, views, start)
+    total, transform = None, None
+    for net, net_cfg in members:
+        part, frame = _summed_one_network(net, arrays, name, net_cfg, device, views)
+        if transform is not None and not np.allclose(frame, transform, atol=1e-6):
+            raise ValueError(f"{name}: the averaged networks put the scan in different frames (data sections "
+                             "differ in pose alignment): their probabilities cannot be added")
+        total, transform = (part if total is None else total + part), frame
+    assert total is not None and transform is not None
+    total /= len(members)
+    return (total if start is None else start + total), transform
+
+
+def _summed_one_network(model: nn.Module, arrays: dict[str, np.ndarray], name: str, cfg: dict[str, Any],
+                        device: torch.device, views: list[TestView],
+                        start: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`summed_view_probabilities` of one network."""
     from ..data import collate, mirror_class
     from ..data.dataset import make_item
 
@@ -222,8 +279,11 @@ def segment_scan(model: nn.Module, scan: Any, cfg: dict[str, Any], device: torch
     step("preprocessing")
     with timed("preprocess"):
         arrays = {k: v for k, v in preprocess_scan(scan).items() if k != "labels"}
+    from .averaged_networks import inference_members
+
     views = len(options["tta_angles"]) * (2 if options["mirror_tta"] else 1)
-    step(f"network, {views} view{'s' if views > 1 else ''}")
+    networks = len(inference_members(model, cfg))
+    step(f"network, {views} view{'s' if views > 1 else ''}" + (f" x {networks} networks" if networks > 1 else ""))
     probs, transform = vertex_probabilities(model, arrays, scan.name, cfg, device, options["mirror_tta"],
                                             tuple(options["tta_angles"]))
     with timed("refine"):

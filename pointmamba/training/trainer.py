@@ -208,7 +208,8 @@ class Trainer:
                              f"{(bad + missing)[0]}); use the checkpoint's model section"
                              + input_hint(state.get("config") or {}, self.cfg))
         self.net.load_state_dict(state["model"])
-        self.log(f"initialized from {path}")
+        others = state.get("average_with") or []  # a file of averaged networks: its first is the one at the top
+        self.log(f"initialized from {path}" + (f" (the first of its {len(others) + 1} averaged networks)" if others else ""))
 
     def _split_exists(self, split: str) -> bool:
         from ..data.dataset import read_split, split_path

@@ -18,6 +18,11 @@ def test_shipped_model_is_small_and_loads_without_pickle_code() -> None:
     state = torch.load(DEFAULT_MODEL, map_location="cpu", weights_only=True)
     assert state["format"] == FORMAT
     assert all(v.dtype != torch.float32 for v in state["model"].values())  # float16 weights
+    # two networks averaged at inference: the recipe, and the recipe without the coordinates as input
+    (second,) = state["average_with"]
+    assert all(v.dtype != torch.float32 for v in second["model"].values())
+    assert state["config"]["model"]["in_channels"] == 7 and second["config"]["model"]["in_channels"] == 4
+    assert second["config"]["data"]["coord_feature"] is False
     assert resolve_checkpoint(None) == DEFAULT_MODEL == resolve_checkpoint("pretrained")
 
 
@@ -26,15 +31,21 @@ def test_shipped_model_segments_a_real_scan() -> None:
     from pointmamba.data import load_scan
     from pointmamba.evaluation.inference import load_trained, segment_scan
 
+    from pointmamba.evaluation.averaged_networks import AveragedNetworks
+
     scan = load_scan(ROOT / "data" / "samples" / "MSN021" / "MSN021_lower.obj")
     model, cfg = load_trained(DEFAULT_MODEL, torch.device("cpu"))
-    pred = segment_scan(model, scan, cfg, torch.device("cpu"))
-    accuracy = float((pred.fdi == scan.labels).mean())
-    assert accuracy >= ACCURACY_MSN021_LOWER, accuracy
-    assert set(np.unique(pred.fdi)) <= {0, *range(31, 39), *range(41, 49)}
+    assert isinstance(model, AveragedNetworks) and len(model) == 2
+    for average in (True, False):  # the pair, and its first network alone (infer.average_networks: false)
+        cfg["infer"]["average_networks"] = average
+        pred = segment_scan(model, scan, cfg, torch.device("cpu"))
+        accuracy = float((pred.fdi == scan.labels).mean())
+        assert accuracy >= ACCURACY_MSN021_LOWER, (average, accuracy)
+        assert set(np.unique(pred.fdi)) <= {0, *range(31, 39), *range(41, 49)}
 
 
 def test_fine_tune_starts_from_the_shipped_weights(tmp_path: Path) -> None:
+    """From the file's first network (the one the configs' 7-channel input fits)."""
     from pointmamba.config import load_config
     from pointmamba.training.trainer import Trainer
 
@@ -82,5 +93,5 @@ def test_shipped_model_uses_the_current_inference_defaults() -> None:
     from pointmamba.evaluation.inference import infer_options
 
     state = torch.load(DEFAULT_MODEL, map_location="cpu", weights_only=True)
-    assert "infer" not in state["config"]  # switches are chosen at prediction time
+    assert "infer" not in state["config"] and "infer" not in state["average_with"][0]["config"]  # chosen at prediction time
     assert infer_options(state["config"]) == INFER_DEFAULTS

@@ -269,6 +269,7 @@ def segment_scan(model: nn.Module, scan: Any, cfg: dict[str, Any], device: torch
     from ..data import class_to_fdi
     from ..data.dataset import preprocess_scan
     from ..data.mesh import apply_transform
+    from .averaged_networks import inference_members
 
     d = cfg["data"]
     if d["num_classes"] == 17 and scan.jaw is None:
@@ -279,8 +280,6 @@ def segment_scan(model: nn.Module, scan: Any, cfg: dict[str, Any], device: torch
     step("preprocessing")
     with timed("preprocess"):
         arrays = {k: v for k, v in preprocess_scan(scan).items() if k != "labels"}
-    from .averaged_networks import inference_members
-
     views = len(options["tta_angles"]) * (2 if options["mirror_tta"] else 1)
     networks = len(inference_members(model, cfg))
     step(f"network, {views} view{'s' if views > 1 else ''}" + (f" x {networks} networks" if networks > 1 else ""))

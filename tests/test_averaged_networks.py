@@ -110,6 +110,10 @@ def test_networks_that_cannot_be_averaged_are_refused_in_one_line(pair: tuple[Pa
     torch.save(state, tmp_path / "nan.pth")
     with pytest.raises(CheckpointError, match=r"nan.pth \(network 2 of 2\): weight .* NaN"):
         load_trained(tmp_path / "nan.pth", CPU)
+    state["average_with"] = [{"config": state["config"]}]  # a network without weights
+    torch.save(state, tmp_path / "empty.pth")
+    with pytest.raises(CheckpointError, match=r"empty.pth: 'average_with' must be a list of networks, each with a 'model'"):
+        load_trained(tmp_path / "empty.pth", CPU)
 
 
 def test_test_tool_scores_an_average(pair: tuple[Path, Path, Path], tmp_path: Path) -> None:

@@ -22,6 +22,13 @@ def add_config_args(parser: argparse.ArgumentParser, required: bool = True) -> N
                         help="override config keys, e.g. --set train.epochs=5 model.relpos.preset=naive")
 
 
+def add_average_with_arg(parser: argparse.ArgumentParser, whose: str = "--checkpoint's") -> None:
+    """``--average-with CKPT ...``: networks whose probabilities inference averages with the first's."""
+    parser.add_argument("--average-with", nargs="+", default=[], metavar="CKPT",
+                        help=f"more checkpoints whose probabilities are averaged with {whose} at inference (each "
+                             "network built from its own stored config)")
+
+
 def infer_overrides(items: list[str]) -> dict[str, Any]:
     """The ``infer`` switches a ``--set infer.KEY=VALUE ...`` list sets, checked against their defaults
     (types and ranges: a NaN smoothing weight hung the graph cut); ValueError for any other key (a

@@ -13,37 +13,37 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ._common import run_main
+from ._common import add_average_with_arg, run_main
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("checkpoint", help="checkpoint written by tools/train.py")
-    parser.add_argument("--average-with", nargs="+", default=[], metavar="CKPT",
-                        help="more checkpoints stored beside it, averaged with it at inference")
+    add_average_with_arg(parser, "the checkpoint's")
     parser.add_argument("--out", required=True, help="compact model file to write")
     parser.add_argument("--note", default="", help="provenance note stored in the file")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing --out (never the input)")
     args = parser.parse_args()
 
-    import torch
-
     from pointmamba.cli.output_files import check_out_file
-    from pointmamba.evaluation.inference import load_trained
+    from pointmamba.config import ConfigError
+    from pointmamba.evaluation.averaged_networks import check_averageable
     from pointmamba.pretrained import export_compact
     from pointmamba.training.checkpoint import CheckpointError, checkpoint_config, load_checkpoint
 
     check_out_file(args.out, [args.checkpoint, *args.average_with], args.overwrite)
-    states = []
+    states, configs = [], []
     for path in [args.checkpoint, *args.average_with]:
         state = load_checkpoint(path)
-        checkpoint_config(state, path)  # a model file others will load: its config must pass the rules
+        configs.append(checkpoint_config(state, path))  # a model file others will load: its config must pass the rules
         if state.get("average_with"):
             raise CheckpointError(f"{path}: already holds {len(state['average_with']) + 1} averaged networks; "
                                   "export from the training checkpoints, each named once")
         states.append((state, {"source": Path(path).name, "note": args.note}))
-    if len(states) > 1:  # refused now, not by whoever loads the file
-        load_trained(args.checkpoint, torch.device("cpu"), average_with=args.average_with)
+    try:  # refused now, not by whoever loads the file
+        check_averageable(configs[0], configs[1:], args.out)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     out = export_compact(states[0][0], args.out, states[0][1], average_with=states[1:])
     print(f"written: {out} ({out.stat().st_size / 2**20:.1f} MB)")
 

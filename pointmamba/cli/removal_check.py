@@ -2,8 +2,8 @@
 """Tooth-removal check: remove one tooth at a time from complete arches, count how many of the other
 teeth change their number (see pointmamba/evaluation/removal_check.py).
 
-    tools/removal_check.py --config FILE [--checkpoint CKPT] [--average-with CKPT ...] [--split val] [--mode delete|flatten|close] --out DIR
-                           [--set key=value ...]
+    tools/removal_check.py --config FILE [--checkpoint CKPT] [--average-with CKPT ...] [--split val]
+                           [--mode delete|flatten|close] --out DIR [--set key=value ...]
 
 Complete arches are those whose reference holds positions 1..7 on both sides. Prediction is the full
 path of tools/predict.py (the ``infer`` section; switch with --set infer.KEY=VALUE). Writes
@@ -15,7 +15,7 @@ import argparse
 import json
 from pathlib import Path
 
-from ._common import add_config_args, parse_args, run_main
+from ._common import add_average_with_arg, add_config_args, parse_args, run_main
 
 
 def main() -> None:
@@ -24,8 +24,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_config_args(parser)
     parser.add_argument("--checkpoint", help="checkpoint (default: the shipped model)")
-    parser.add_argument("--average-with", nargs="+", default=[], metavar="CKPT",
-                        help="more checkpoints whose probabilities are averaged with --checkpoint's")
+    add_average_with_arg(parser)
     parser.add_argument("--split", default="val", choices=("train", "val", "test"))
     parser.add_argument("--mode", default="delete", choices=REMOVAL_MODES,
                         help="delete: cut the tooth's vertices out; flatten: lower its crown onto the gingiva; "
@@ -65,7 +64,8 @@ def main() -> None:
     write_csv(out / "removals.csv", [{"scan": r.scan, "removed": r.tooth, "others": r.others,
                                       "changed": " ".join(map(str, r.changed))} for r in removals])
     atomic_write(out / "removal_check.json", json.dumps(
-        {"checkpoint": str(checkpoint), "average_with": [str(p) for p in args.average_with], "split": args.split, "mode": args.mode, "infer": cfg.get("infer"),
+        {"checkpoint": str(checkpoint), "average_with": [str(p) for p in args.average_with], "split": args.split,
+         "mode": args.mode, "infer": cfg.get("infer"),
          "summary": summary, "scans": [s.name for s in complete]}, indent=2).encode())
     table = (f"| removals | changing any other tooth | teeth checked | teeth changed |\n|---|---|---|---|\n"
              f"| {summary['removals']} ({summary['scans']} complete arches) | {summary['removals_changing_any']} "

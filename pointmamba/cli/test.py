@@ -17,16 +17,14 @@ import argparse
 import json
 from pathlib import Path
 
-from ._common import add_config_args, parse_args, run_main
+from ._common import add_average_with_arg, add_config_args, parse_args, run_main
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_config_args(parser)
     parser.add_argument("--checkpoint", help="checkpoint to evaluate (default: the shipped model)")
-    parser.add_argument("--average-with", nargs="+", default=[], metavar="CKPT",
-                        help="more checkpoints whose probabilities are averaged with --checkpoint's (each built "
-                             "from its own stored config)")
+    add_average_with_arg(parser)
     parser.add_argument("--split", default="test", choices=("train", "val", "test"))
     parser.add_argument("--out", help="output directory")
     parser.add_argument("--compare-infer", action="store_true",
@@ -98,7 +96,8 @@ def main() -> None:
     summary = summarize(rows, scan_cms)
     # every file atomically: a link planted in --out is replaced, never written through
     atomic_write(out / "metrics.json", json.dumps(
-        {"checkpoint": str(args.checkpoint), "average_with": [str(p) for p in args.average_with], "split": args.split, "infer": cfg.get("infer"), "overall": overall, "per_class": per_class,
+        {"checkpoint": str(args.checkpoint), "average_with": [str(p) for p in args.average_with], "split": args.split,
+         "infer": cfg.get("infer"), "overall": overall, "per_class": per_class,
          "summary": summary, "per_scan": rows, "confusion": cm.matrix.tolist()}, indent=2, default=float).encode())
     atomic_write(out / "summary.md", summary_table(summary).encode())
     for name, table in (("per_scan.csv", rows), ("per_class.csv", per_class)):

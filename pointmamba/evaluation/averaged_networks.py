@@ -21,14 +21,7 @@ class AveragedNetworks(nn.Module):
         super().__init__()
         if not others:
             raise ValueError(f"{path}: averaging needs at least one network beside the first")
-        d = first_config["data"]
-        for k, (_, cfg) in enumerate(others, 1):
-            o = cfg["data"]
-            for key in ("num_classes", "align"):
-                if o[key] != d[key]:  # probabilities of other classes, or of another frame, do not add up
-                    raise ValueError(f"{path}: network {k + 1} of the average has data.{key}={o[key]!r}, "
-                                     f"the first {d[key]!r}: only networks with the same classes and pose "
-                                     "alignment can be averaged")
+        check_averageable(first_config, [cfg for _, cfg in others], path)
         self.first = first
         self.others = nn.ModuleList(m for m, _ in others)
         self.other_data = [dict(cfg["data"]) for _, cfg in others]
@@ -45,6 +38,18 @@ class AveragedNetworks(nn.Module):
         raise TypeError("AveragedNetworks has no single forward pass (its networks take different inputs): "
                         "predict with pointmamba.evaluation.inference.vertex_probabilities or segment_scan, "
                         "or call first_network(model)")
+
+
+def check_averageable(first: dict[str, Any], others: Sequence[dict[str, Any]], path: str = "") -> None:
+    """Raise ValueError naming the key unless networks of these configs can be averaged: probabilities of
+    other classes, or computed in another frame, do not add up."""
+    d = first["data"]
+    for k, cfg in enumerate(others, 2):
+        for key in ("num_classes", "align"):
+            if cfg["data"][key] != d[key]:
+                raise ValueError(f"{path}: network {k} of the average has data.{key}={cfg['data'][key]!r}, the "
+                                 f"first {d[key]!r}: only networks with the same classes and pose alignment can "
+                                 "be averaged")
 
 
 def first_network(model: nn.Module) -> nn.Module:

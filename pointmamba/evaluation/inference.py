@@ -13,8 +13,8 @@ from ..config import ConfigError, input_features
 from ..device import autocast
 from ..structure import PointBatch
 from ..timing import step as timed
-from ..training.checkpoint import (CheckpointError, check_model_config, check_weights, checkpoint_config,
-                                   load_checkpoint, load_model_weights, upgrade_weights)
+from ..training.checkpoint import (CheckpointError, check_model_config, checkpoint_config, load_checkpoint,
+                                   load_model_weights)
 
 
 @dataclass
@@ -48,23 +48,16 @@ def load_trained(checkpoint: str | Path, device: torch.device, config: dict[str,
         config = checkpoint_config(state, checkpoint)
     model = _build_network(state, config, checkpoint)
     stored = state.get("average_with") or []
-    if not isinstance(stored, list) or not all(isinstance(m, dict) for m in stored):
-        raise CheckpointError(f"{checkpoint}: 'average_with' must be a list of networks (model, config, hooks)")
-    others = []
-    for k, member in enumerate(stored, 2):
-        where = f"{checkpoint} (network {k} of {len(stored) + 1})"
-        if "model" not in member:
-            raise CheckpointError(f"{where}: no 'model' entry")
-        check_weights(member["model"], where)
-        member = {**member, "model": upgrade_weights(member)}
-        member_cfg = checkpoint_config(member, where)
-        others.append((_build_network(member, member_cfg, where), member_cfg))
+    networks = [(m, f"{checkpoint} (network {k} of {len(stored) + 1})") for k, m in enumerate(stored, 2)]
     for path in average_with:
         other = load_checkpoint(path, map_location="cpu")
         if other.get("average_with"):
             raise CheckpointError(f"{path}: holds averaged networks itself; name training checkpoints to average")
-        other_cfg = checkpoint_config(other, path)
-        others.append((_build_network(other, other_cfg, path), other_cfg))
+        networks.append((other, str(path)))
+    others = []
+    for member, where in networks:
+        member_cfg = checkpoint_config(member, where)
+        others.append((_build_network(member, member_cfg, where), member_cfg))
     if others:
         try:
             model = AveragedNetworks(model, config, others, str(checkpoint))

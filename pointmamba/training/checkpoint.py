@@ -93,6 +93,13 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
         raise CheckpointError(f"{path}: not a pointmamba checkpoint (no 'model' entry)")
     check_weights(state["model"], path)
     state["model"] = upgrade_weights(state)
+    members = state.get("average_with")  # more networks averaged at inference (evaluation/averaged_networks.py)
+    if members is not None:
+        if not isinstance(members, list) or not all(isinstance(m, dict) and "model" in m for m in members):
+            raise CheckpointError(f"{path}: 'average_with' must be a list of networks, each with a 'model' entry")
+        for k, member in enumerate(members, 2):
+            check_weights(member["model"], f"{path} (network {k} of {len(members) + 1})")
+            member["model"] = upgrade_weights(member)
     return state
 
 

@@ -26,24 +26,18 @@ def main() -> None:
     args = parser.parse_args()
 
     from pointmamba.cli.output_files import check_out_file
-    from pointmamba.config import ConfigError
-    from pointmamba.evaluation.averaged_networks import check_averageable
+    from pointmamba.evaluation.averaged_networks import check_averageable, check_one_network
     from pointmamba.pretrained import export_compact
-    from pointmamba.training.checkpoint import CheckpointError, checkpoint_config, load_checkpoint
+    from pointmamba.training.checkpoint import checkpoint_config, load_checkpoint
 
     check_out_file(args.out, [args.checkpoint, *args.average_with], args.overwrite)
     states, configs = [], []
     for path in [args.checkpoint, *args.average_with]:
         state = load_checkpoint(path)
         configs.append(checkpoint_config(state, path))  # a model file others will load: its config must pass the rules
-        if state.get("average_with"):
-            raise CheckpointError(f"{path}: already holds {len(state['average_with']) + 1} averaged networks; "
-                                  "export from the training checkpoints, each named once")
+        check_one_network(state, path)
         states.append((state, {"source": Path(path).name, "note": args.note}))
-    try:  # refused now, not by whoever loads the file
-        check_averageable(configs[0], configs[1:], args.out)
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
+    check_averageable(configs[0], configs[1:], args.out)  # refused now, not by whoever loads the file
     out = export_compact(states[0][0], args.out, states[0][1], average_with=states[1:])
     print(f"written: {out} ({out.stat().st_size / 2**20:.1f} MB)")
 

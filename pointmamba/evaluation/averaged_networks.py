@@ -41,15 +41,27 @@ class AveragedNetworks(nn.Module):
 
 
 def check_averageable(first: dict[str, Any], others: Sequence[dict[str, Any]], path: str = "") -> None:
-    """Raise ValueError naming the key unless networks of these configs can be averaged: probabilities of
+    """Raise ConfigError naming the key unless networks of these configs can be averaged: probabilities of
     other classes, or computed in another frame, do not add up."""
+    from ..config import ConfigError
+
     d = first["data"]
     for k, cfg in enumerate(others, 2):
         for key in ("num_classes", "align"):
             if cfg["data"][key] != d[key]:
-                raise ValueError(f"{path}: network {k} of the average has data.{key}={cfg['data'][key]!r}, the "
+                raise ConfigError(f"{path}: network {k} of the average has data.{key}={cfg['data'][key]!r}, the "
                                  f"first {d[key]!r}: only networks with the same classes and pose alignment can "
                                  "be averaged")
+
+
+def check_one_network(state: dict[str, Any], path: Any) -> None:
+    """Raise CheckpointError if checkpoint ``state`` already holds averaged networks: an average is made of
+    training checkpoints, each named once (a pair inside a pair would lose its second network)."""
+    from ..training.checkpoint import CheckpointError
+
+    if state.get("average_with"):
+        raise CheckpointError(f"{path}: already holds {len(state['average_with']) + 1} averaged networks; "
+                              "average training checkpoints, each named once")
 
 
 def first_network(model: nn.Module) -> nn.Module:

@@ -13,8 +13,7 @@ from ..config import ConfigError, input_features
 from ..device import autocast
 from ..structure import PointBatch
 from ..timing import step as timed
-from ..training.checkpoint import (CheckpointError, check_model_config, checkpoint_config, load_checkpoint,
-                                   load_model_weights)
+from ..training.checkpoint import check_model_config, checkpoint_config, load_checkpoint, load_model_weights
 
 
 @dataclass
@@ -41,7 +40,7 @@ def load_trained(checkpoint: str | Path, device: torch.device, config: dict[str,
     give an :class:`~.averaged_networks.AveragedNetworks`: the first network is this checkpoint's (built
     from ``config``), each other is built from its own stored config.
     """
-    from .averaged_networks import AveragedNetworks
+    from .averaged_networks import AveragedNetworks, check_one_network
 
     state = load_checkpoint(checkpoint, map_location="cpu")
     if config is None:  # checked as a config file is: a crafted one fails here, in one line, allocating nothing
@@ -51,18 +50,14 @@ def load_trained(checkpoint: str | Path, device: torch.device, config: dict[str,
     networks = [(m, f"{checkpoint} (network {k} of {len(stored) + 1})") for k, m in enumerate(stored, 2)]
     for path in average_with:
         other = load_checkpoint(path, map_location="cpu")
-        if other.get("average_with"):
-            raise CheckpointError(f"{path}: holds averaged networks itself; name training checkpoints to average")
+        check_one_network(other, path)
         networks.append((other, str(path)))
     others = []
     for member, where in networks:
         member_cfg = checkpoint_config(member, where)
         others.append((_build_network(member, member_cfg, where), member_cfg))
     if others:
-        try:
-            model = AveragedNetworks(model, config, others, str(checkpoint))
-        except ValueError as exc:
-            raise ConfigError(str(exc)) from None
+        model = AveragedNetworks(model, config, others, str(checkpoint))
     return model.to(device).eval(), config
 
 

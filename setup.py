@@ -44,6 +44,7 @@ setup(
             "pointmamba-probe-distance = pointmamba.cli.probe_distance:cli",
             "pointmamba-ablate = pointmamba.cli.ablate:cli",
             "pointmamba-fit-arch-priors = pointmamba.cli.fit_arch_priors:cli",
+            "pointmamba-train-tooth-shape = pointmamba.cli.train_tooth_shape:cli",
             "pointmamba-removal-check = pointmamba.cli.removal_check:cli",
             "pointmamba-calibrate-confidence = pointmamba.cli.calibrate_confidence:cli",
         ],

@@ -108,6 +108,12 @@ INFER_DEFAULTS: dict[str, Any] = {
     # positives are small fragments; evaluation/arch_priors.py). Split A val, two networks: per-scan mean
     # +0.016 / +0.014, 10th percentile +0.067 / +0.067; split B: +0.001 (neutral). 0: the old model
     "numbering_fragment_cost": 0.5,
+    # each tooth's own shape as evidence in the instance numbering (evaluation/tooth_shape.py: a classifier
+    # of cropped teeth, tools/train_tooth_shape.py): shape_model a file of it, or a model file holding one
+    # (None: the model file's own, if it holds one); shape_weight its weight against the network's
+    # evidence (None: the weight stored with it; 0: off, the numbering from the network alone)
+    "shape_weight": None,
+    "shape_model": None,
     "decoding_width_weight": 0.1,  # weight of the tooth-width prior of the decoding
     "graph_cut": True,  # smooth labels on the mesh by alpha-expansion (evaluation/graph_cut.py)
     "graph_cut_smoothing": 3.0,  # weight of the cut cost against -log p (1 / 2 / 3 measured; 3 best on both)
@@ -346,9 +352,21 @@ def resolve_augment(value: Any) -> dict[str, Any] | None:
     return out
 
 
+def _validate_shape_weight(value: Any) -> None:
+    if value is not None and not _type_ok(1.0, value):
+        raise ConfigError(f"config key 'infer.shape_weight' must be a number or null (the weight stored with the "
+                          f"tooth-shape network), got {type(value).__name__} {value!r}")
+
+
+def _validate_shape_model(value: Any) -> None:
+    if value is not None and not (isinstance(value, str) and value):
+        raise ConfigError(f"config key 'infer.shape_model' must be a file path or null, got {type(value).__name__} {value!r}")
+
+
 # keys whose value is not simply of its default's type: each checked by its own function
 _SPECIAL = {"data.root": _validate_root, "data.augment": _validate_augment,
-            "data.missing_teeth": _validate_missing_teeth}
+            "data.missing_teeth": _validate_missing_teeth, "infer.shape_weight": _validate_shape_weight,
+            "infer.shape_model": _validate_shape_model}
 
 
 def validate(cfg: dict[str, Any], schema: dict[str, Any], where: str = "") -> None:

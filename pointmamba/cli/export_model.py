@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
 """Write a training checkpoint as a compact model file: float16 weights, config and warm-up state only.
 
-    tools/export_model.py CHECKPOINT [--average-with CKPT ...] --out FILE [--note TEXT] [--overwrite]
+    tools/export_model.py CHECKPOINT [--average-with CKPT ...] [--tooth-shape FILE [--shape-weight W]] --out FILE
+        [--note TEXT] [--overwrite]
 
 The file loads with ``torch.load(weights_only=True)`` and is read by ``tools/predict.py --checkpoint FILE``
 like any checkpoint; ``pointmamba/pretrained/teeth17_shared_data.pth`` (the shipped model) was written so.
 With ``--average-with`` the file also holds those networks: inference averages their probabilities with
-CHECKPOINT's (``infer.average_networks``); fine-tuning starts from CHECKPOINT's network.
+CHECKPOINT's (``infer.average_networks``); fine-tuning starts from CHECKPOINT's network. With
+``--tooth-shape`` it also holds a tooth-shape network, which the instance numbering then uses at the
+stored ``--shape-weight`` unless ``infer.shape_weight`` / ``infer.shape_model`` say otherwise.
 """
 from __future__ import annotations
 
@@ -21,6 +24,11 @@ def main() -> None:
     parser.add_argument("checkpoint", help="checkpoint written by tools/train.py")
     add_average_with_arg(parser, "the checkpoint's")
     parser.add_argument("--out", required=True, help="compact model file to write")
+    parser.add_argument("--tooth-shape", metavar="FILE",
+                        help="also hold this tooth-shape network (tools/train_tooth_shape.py): inference then uses it "
+                             "in the instance numbering")
+    parser.add_argument("--shape-weight", type=float,
+                        help="the weight stored with --tooth-shape (infer.shape_weight when that is unset)")
     parser.add_argument("--note", default="", help="provenance note stored in the file")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing --out (never the input)")
     args = parser.parse_args()
@@ -30,7 +38,20 @@ def main() -> None:
     from pointmamba.pretrained import export_compact
     from pointmamba.training.checkpoint import checkpoint_config, load_checkpoint
 
-    check_out_file(args.out, [args.checkpoint, *args.average_with], args.overwrite)
+    inputs = [args.checkpoint, *args.average_with] + ([args.tooth_shape] if args.tooth_shape else [])
+    check_out_file(args.out, inputs, args.overwrite)
+    shape = None
+    if args.tooth_shape:
+        from pointmamba.evaluation.tooth_shape import load_shape_model, read_shape_entry
+
+        load_shape_model(args.tooth_shape)  # a network that does not load is refused before writing
+        shape = read_shape_entry(args.tooth_shape)
+        if args.shape_weight is not None:
+            if not 0 <= args.shape_weight <= 100:
+                raise ValueError(f"--shape-weight must be in [0, 100], got {args.shape_weight}")
+            shape["meta"] = {**shape.get("meta", {}), "weight": float(args.shape_weight)}
+    elif args.shape_weight is not None:
+        raise ValueError("--shape-weight needs --tooth-shape FILE")
     states, configs = [], []
     for path in [args.checkpoint, *args.average_with]:
         state = load_checkpoint(path)
@@ -38,7 +59,7 @@ def main() -> None:
         check_one_network(state, path)
         states.append((state, {"source": Path(path).name, "note": args.note}))
     check_averageable(configs[0], configs[1:], args.out)  # refused now, not by whoever loads the file
-    out = export_compact(states[0][0], args.out, states[0][1], average_with=states[1:])
+    out = export_compact(states[0][0], args.out, states[0][1], average_with=states[1:], tooth_shape=shape)
     print(f"written: {out} ({out.stat().st_size / 2**20:.1f} MB)")
 
 

@@ -1,6 +1,7 @@
 """Segmenting whole scans with a trained checkpoint: load, preprocess like the eval set, predict every vertex."""
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -38,7 +39,8 @@ def load_trained(checkpoint: str | Path, device: torch.device, config: dict[str,
     the one ``tools/test.py --config`` names) is used instead when given. A model file that holds more
     networks (``average_with``, see :mod:`.averaged_networks`), or checkpoints named in ``average_with``,
     give an :class:`~.averaged_networks.AveragedNetworks`: the first network is this checkpoint's (built
-    from ``config``), each other is built from its own stored config.
+    from ``config``), each other is built from its own stored config. A model file holding a tooth-shape
+    network (``tooth_shape``) is named in ``config["_tooth_shape"]`` for the instance numbering.
     """
     from .averaged_networks import AveragedNetworks, check_one_network
 
@@ -58,6 +60,8 @@ def load_trained(checkpoint: str | Path, device: torch.device, config: dict[str,
         others.append((_build_network(member, member_cfg, where), member_cfg))
     if others:
         model = AveragedNetworks(model, config, others, str(checkpoint))
+    if isinstance(state.get("tooth_shape"), dict):  # read by inference when infer.shape_model names none
+        config["_tooth_shape"] = str(checkpoint)
     return model.to(device).eval(), config
 
 
@@ -237,12 +241,40 @@ def refine_numbered(probs: np.ndarray, aligned: np.ndarray, faces: np.ndarray, n
         step("numbering teeth")
         cost = float(options.get("numbering_fragment_cost", FRAGMENT_COST))
         priors = replace(default_priors(jaw), fragment_cost=cost)
+        shape_model, shape_weight = shape_setting(options)
         labels, numbering = number_teeth(labels, probs, aligned, faces, jaw, num_classes, priors=priors,
-                                         areas=vertex_areas(aligned, faces) if len(faces) else None)
+                                         areas=vertex_areas(aligned, faces) if len(faces) else None,
+                                         shape_model=shape_model, shape_weight=shape_weight)
     elif decoded is not None and relabel:
         step("relabelling teeth")
         labels = relabel_teeth(labels, decoded, faces)
     return labels, numbering
+
+
+def shape_setting(options: dict[str, Any]) -> tuple[nn.Module | None, float]:
+    """The tooth-shape network and its weight in the instance numbering (:mod:`.tooth_shape`): the one
+    of ``infer.shape_model`` (a file of ``tools/train_tooth_shape.py``, or a model file holding one) at
+    ``infer.shape_weight``, or, where the weight is unset (None), at the weight stored with the network;
+    (None, 0.0) where no network is named or the weight is 0."""
+    path, weight = options.get("shape_model"), options.get("shape_weight")
+    if weight is None and not path:
+        return None, 0.0
+    if not path:
+        if float(weight) > 0:
+            raise ValueError("infer.shape_weight > 0 needs a tooth-shape network: infer.shape_model (a file of "
+                             "tools/train_tooth_shape.py) or a model file holding one")
+        return None, 0.0
+    model, stored = _shape_file(str(path))
+    weight = (stored or 0.0) if weight is None else float(weight)
+    return (model, weight) if weight > 0 else (None, 0.0)
+
+
+@functools.lru_cache(maxsize=4)
+def _shape_file(path: str) -> tuple[nn.Module, float | None]:
+    """A tooth-shape network and its stored weight, read once per process."""
+    from .tooth_shape import load_shape_model, recommended_weight
+
+    return load_shape_model(path), recommended_weight(path)
 
 
 def segment_scan(model: nn.Module, scan: Any, cfg: dict[str, Any], device: torch.device,
@@ -264,6 +296,8 @@ def segment_scan(model: nn.Module, scan: Any, cfg: dict[str, Any], device: torch
         raise ValueError(f"{scan.path}: jaw unknown: name the file *_upper / *_lower or pass --jaw upper|lower "
                          "(the 17-class model numbers teeth per jaw)")
     options = infer_options(cfg)
+    if options.get("shape_model") is None and cfg.get("_tooth_shape"):
+        options["shape_model"] = cfg["_tooth_shape"]  # the model file's own tooth-shape network
     step = progress or (lambda name: None)
     step("preprocessing")
     with timed("preprocess"):

@@ -25,6 +25,7 @@ with the same measuring functions as inference uses (``tools/fit_arch_priors.py`
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -168,12 +169,18 @@ def _logsumexp(x: np.ndarray, axis: int | None = None) -> np.ndarray:
 
 
 def number_instances(instances: list[Instance], evidence: np.ndarray, gum_evidence: np.ndarray,
-                     priors: ArchPriors, temperature: float = 1.0) -> Numbering:
+                     priors: ArchPriors, temperature: float = 1.0, shape_evidence: np.ndarray | None = None,
+                     shape_weight: float = 0.0) -> Numbering:
     """The cheapest numbering of ``instances`` (sorted along the arch) and their posteriors.
 
     ``evidence`` (n, 16): each instance's probability of each arch index (the network's mean over its
     surface); ``gum_evidence`` (n,): its probability of gingiva. Energies are in nats; ``temperature``
-    divides them for the posteriors only (calibration)."""
+    divides them for the posteriors only (calibration).
+
+    ``shape_evidence`` (n, 16): each instance's probability of each arch index from its own shape
+    (:mod:`.tooth_shape`), weighed by ``shape_weight``. It ranks the numbers of a tooth:
+    its cost is measured from the instance's most likely position (0 there), a pair of teeth takes the
+    mean of its two numbers' costs, and calling an instance gingiva costs nothing more or less than before."""
     n = len(instances)
     first, last = _options()
     n_opt = len(first)
@@ -193,6 +200,11 @@ def number_instances(instances: list[Instance], evidence: np.ndarray, gum_eviden
         data = -priors.evidence_weight * np.log(np.maximum(ev[:, f:l_ + 1].sum(1), LOG_EPS))
         unary[:, o] = (data + priors.width_cost(widths, f, l_) + keep[f:l_ + 1].sum()
                        + (priors.pair_cost if pair[o] else 0.0))
+    if shape_evidence is not None and shape_weight > 0 and n:
+        log_shape = np.log(np.maximum(np.asarray(shape_evidence, dtype=np.float64), LOG_EPS))
+        # a pair's crop is two teeth, which the classifier never saw: it is scored by the mean of its two
+        # numbers' log-probabilities (neutral to it, the pair would be a way around the shape evidence)
+        unary += shape_weight * (log_shape.max(1, keepdims=True) - 0.5 * (log_shape[:, first] + log_shape[:, last]))
     start = miss_cum[first]  # positions before the first tooth are missing
     end = miss_cum[NUM_POSITIONS] - miss_cum[last + 1]
     gum_cum = np.concatenate([[0.0], np.cumsum(gum)])  # gingiva cost of instances [a, b)
@@ -325,12 +337,15 @@ def merge_fragments(pieces: list[np.ndarray], edges: np.ndarray, labels: np.ndar
 
 def number_teeth(labels: np.ndarray, probs: np.ndarray, aligned: np.ndarray, faces: np.ndarray, jaw: str,
                  num_classes: int, priors: ArchPriors | None = None, areas: np.ndarray | None = None,
-                 temperature: float = 1.0, min_vertices: int = 20) -> tuple[np.ndarray, Numbering]:
+                 temperature: float = 1.0, min_vertices: int = 20, shape_model: Any = None,
+                 shape_weight: float = 0.0) -> tuple[np.ndarray, Numbering]:
     """Renumber the teeth of ``labels`` (per-vertex classes, e.g. after the graph cut) as whole instances
     (see module doc). Returns the new labels and the :class:`Numbering` (instances, options, posteriors).
 
     ``probs`` (V, C) the network's probabilities, ``aligned`` (V, 3) vertices in the canonical frame,
-    ``areas`` (V,) vertex areas weighting the evidence (default: equal)."""
+    ``areas`` (V,) vertex areas weighting the evidence (default: equal); ``shape_model`` (a
+    :class:`~pointmamba.models.tooth_shape.ToothShapeNet`) names each instance from its own crop, as
+    evidence weighed by ``shape_weight`` (see :func:`number_instances`)."""
     if jaw not in ("upper", "lower"):
         raise ValueError(f"number_teeth: jaw must be 'upper' or 'lower', got {jaw!r}")
     priors = priors or default_priors(jaw)
@@ -339,12 +354,18 @@ def number_teeth(labels: np.ndarray, probs: np.ndarray, aligned: np.ndarray, fac
 
     edges = mesh_edges(faces)
     pieces = merge_fragments(tooth_pieces(labels, edges), edges, labels, aligned, min_vertices)
-    instances, _ = measure_instances(aligned, pieces)
+    instances, frame = measure_instances(aligned, pieces)
     classes = arch_classes(num_classes, jaw)
     w = np.ones(len(labels)) if areas is None else np.asarray(areas, dtype=np.float64)
     mean_probs = np.array([np.average(probs[inst.vertices], axis=0, weights=w[inst.vertices] + 1e-12)
                            for inst in instances]).reshape(len(instances), probs.shape[1])
-    numbering = number_instances(instances, mean_probs[:, classes], mean_probs[:, 0], priors, temperature)
+    shape = None
+    if shape_model is not None and shape_weight > 0:
+        from .tooth_shape import shape_evidence
+
+        shape = shape_evidence(shape_model, aligned, faces, instances, frame.centre, jaw)
+    numbering = number_instances(instances, mean_probs[:, classes], mean_probs[:, 0], priors, temperature,
+                                 shape, shape_weight)
     for inst, opt in zip(instances, numbering.options):
         if opt is None:
             labels[inst.vertices] = 0

@@ -197,6 +197,12 @@ def test_train_then_segment_with_shape_evidence(tmp_path: Path) -> None:
     assert "val: " in run.stdout and out.is_file()
     again = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert again.returncode == 2 and "exists" in again.stderr  # never over a file without --overwrite
+    # seeded: a second run writes the same weights, bit for bit
+    twin = tmp_path / "twin.pth"
+    run = subprocess.run([str(twin) if a == str(out) else a for a in cmd], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    first, second = (torch.load(p, weights_only=True)["state_dict"] for p in (out, twin))
+    assert first.keys() == second.keys() and all(torch.equal(first[k], second[k]) for k in first)
 
     from pointmamba import Segmenter
 

@@ -238,3 +238,17 @@ def test_train_then_segment_with_shape_evidence(tmp_path: Path) -> None:
     bad = subprocess.run(export[:-4] + ["--shape-weight", "2", "--overwrite"], capture_output=True, text=True,
                          timeout=300)
     assert bad.returncode == 2 and "--shape-weight needs --tooth-shape" in bad.stderr
+    # a model file (here one holding two averaged networks) gets the shape network added, its networks kept
+    pair, repacked = tmp_path / "pair.pth", tmp_path / "repacked.pth"
+    run = subprocess.run(export[:4] + [str(pair), "--average-with", str(ckpt)], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    run = subprocess.run([export[0], export[1], str(pair), "--out", str(repacked), "--tooth-shape", str(out),
+                          "--shape-weight", "1.0"], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    before, after = (torch.load(p, weights_only=True) for p in (pair, repacked))
+    assert "tooth_shape" not in before and after["tooth_shape"]["meta"]["weight"] == 1.0
+    for a, b in [(before, after), (before["average_with"][0], after["average_with"][0])]:
+        assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
+    refused = subprocess.run([export[0], export[1], str(pair), "--out", str(tmp_path / "x.pth")], capture_output=True,
+                             text=True, timeout=300)
+    assert refused.returncode == 2 and "model file already" in refused.stderr

@@ -9,7 +9,9 @@ like any checkpoint; ``pointmamba/pretrained/teeth17_shared_data.pth`` (the ship
 With ``--average-with`` the file also holds those networks: inference averages their probabilities with
 CHECKPOINT's (``infer.average_networks``); fine-tuning starts from CHECKPOINT's network. With
 ``--tooth-shape`` it also holds a tooth-shape network, which the instance numbering then uses at the
-stored ``--shape-weight`` unless ``infer.shape_weight`` / ``infer.shape_model`` say otherwise.
+stored ``--shape-weight`` unless ``infer.shape_weight`` / ``infer.shape_model`` say otherwise. Given a
+model file instead of a training checkpoint, it writes that file's networks unchanged with the
+tooth-shape network added (or replaced).
 """
 from __future__ import annotations
 
@@ -35,7 +37,7 @@ def main() -> None:
 
     from pointmamba.cli.output_files import check_out_file
     from pointmamba.evaluation.averaged_networks import check_averageable, check_one_network
-    from pointmamba.pretrained import export_compact
+    from pointmamba.pretrained import FORMAT, export_compact, with_tooth_shape
     from pointmamba.training.checkpoint import checkpoint_config, load_checkpoint
 
     inputs = [args.checkpoint, *args.average_with] + ([args.tooth_shape] if args.tooth_shape else [])
@@ -52,9 +54,18 @@ def main() -> None:
             shape["meta"] = {**shape.get("meta", {}), "weight": float(args.shape_weight)}
     elif args.shape_weight is not None:
         raise ValueError("--shape-weight needs --tooth-shape FILE")
+    first = load_checkpoint(args.checkpoint)
+    if first.get("format") == FORMAT:  # already a model file: its networks are kept as they are
+        if args.average_with or shape is None:
+            raise ValueError(f"{args.checkpoint} is a model file already: only --tooth-shape can be added to it "
+                             "(export training checkpoints to average networks)")
+        checkpoint_config(first, args.checkpoint)
+        out = with_tooth_shape(first, shape, args.out)
+        print(f"written: {out} ({out.stat().st_size / 2**20:.1f} MB)")
+        return
     states, configs = [], []
     for path in [args.checkpoint, *args.average_with]:
-        state = load_checkpoint(path)
+        state = first if path == args.checkpoint else load_checkpoint(path)
         configs.append(checkpoint_config(state, path))  # a model file others will load: its config must pass the rules
         check_one_network(state, path)
         states.append((state, {"source": Path(path).name, "note": args.note}))

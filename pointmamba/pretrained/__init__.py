@@ -47,6 +47,14 @@ def export_compact(state: dict[str, Any], out: str | Path, provenance: dict[str,
     return Path(out)
 
 
+def with_tooth_shape(model_file: dict[str, Any], tooth_shape: dict[str, Any], out: str | Path) -> Path:
+    """Write a loaded model file's networks unchanged, with ``tooth_shape`` added (or replaced)."""
+    from ..training.checkpoint import save_checkpoint
+
+    save_checkpoint({**model_file, "tooth_shape": tooth_shape}, out)
+    return Path(out)
+
+
 def _compact_network(state: dict[str, Any], provenance: dict[str, Any] | None) -> dict[str, Any]:
     return {
         "model": {k: (v.half() if v.is_floating_point() else v) for k, v in state["model"].items()},

@@ -264,17 +264,19 @@ def shape_setting(options: dict[str, Any]) -> tuple[nn.Module | None, float]:
             raise ValueError("infer.shape_weight > 0 needs a tooth-shape network: infer.shape_model (a file of "
                              "tools/train_tooth_shape.py) or a model file holding one")
         return None, 0.0
-    model, stored = _shape_file(str(path))
+    stat = Path(path).stat() if Path(path).is_file() else None
+    model, stored = _shape_file(str(path), (stat.st_mtime_ns, stat.st_size) if stat else None)
     weight = (stored or 0.0) if weight is None else float(weight)
     return (model, weight) if weight > 0 else (None, 0.0)
 
 
 @functools.lru_cache(maxsize=4)
-def _shape_file(path: str) -> tuple[nn.Module, float | None]:
-    """A tooth-shape network and its stored weight, read once per process."""
-    from .tooth_shape import load_shape_model, recommended_weight
+def _shape_file(path: str, stamp: tuple[int, int] | None) -> tuple[nn.Module, float | None]:
+    """A tooth-shape network and its stored weight, read once per process and file version (``stamp``)."""
+    from .tooth_shape import read_shape_entry, shape_network, stored_weight
 
-    return load_shape_model(path), recommended_weight(path)
+    entry = read_shape_entry(path)
+    return shape_network(entry, path), stored_weight(entry)
 
 
 def segment_scan(model: nn.Module, scan: Any, cfg: dict[str, Any], device: torch.device,

@@ -207,11 +207,15 @@ def read_shape_entry(path: str | Path) -> dict[str, Any]:
 def load_shape_model(path: str | Path, device: Any = "cpu") -> Any:
     """The :class:`~pointmamba.models.tooth_shape.ToothShapeNet` of ``path`` (:func:`read_shape_entry`), in
     eval mode; weights that do not fit, or are not finite, are a ValueError naming the file."""
+    return shape_network(read_shape_entry(path), path).to(device).eval()
+
+
+def shape_network(entry: dict[str, Any], path: str | Path) -> Any:
+    """The network of a tooth-shape entry read from ``path`` (named in errors), in eval mode on the CPU."""
     import torch
 
     from ..models.tooth_shape import ToothShapeNet
 
-    entry = read_shape_entry(path)
     weights = entry.get("state_dict")
     if not isinstance(weights, dict) or not all(isinstance(v, torch.Tensor) and torch.isfinite(v).all()
                                                 for v in weights.values()):
@@ -221,10 +225,10 @@ def load_shape_model(path: str | Path, device: Any = "cpu") -> Any:
         model.load_state_dict({k: v.float() for k, v in weights.items()})
     except (KeyError, TypeError, ValueError, RuntimeError) as exc:
         raise ValueError(f"{path}: tooth-shape weights do not fit the network: {exc}") from None
-    return model.to(device).eval()
+    return model.eval()
 
 
-def recommended_weight(path: str | Path) -> float | None:
-    """The shape weight stored with the network of ``path`` (chosen on held-out scans), or None."""
-    weight = read_shape_entry(path).get("meta", {}).get("weight")
+def stored_weight(entry: dict[str, Any]) -> float | None:
+    """The shape weight stored with a tooth-shape entry (chosen on held-out scans), or None."""
+    weight = (entry.get("meta") or {}).get("weight")
     return None if weight is None else float(weight)

@@ -8,8 +8,8 @@ Same figures as ``tools/test.py --set infer.shape_weight=W infer.shape_model=FIL
 from __future__ import annotations
 
 import argparse
-import json
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
@@ -52,6 +52,7 @@ def main() -> None:
     nc = cfg["data"]["num_classes"]
     rows = {w: [] for w in args.weights}
     cms = {w: [] for w in args.weights}
+    seconds = {w: 0.0 for w in args.weights}
     for i in tqdm(range(len(dataset)), desc="sweep"):
         scan = load_scan(dataset.paths[i])
         f = cache / f"{dataset.names[i]}.npz"
@@ -67,7 +68,9 @@ def main() -> None:
         target = fdi_to_class(scan.labels, scan.jaw, nc)
         for w in args.weights:
             options = {**infer_options(cfg), "shape_weight": w, "shape_model": args.shape}
+            t0 = time.perf_counter()
             classes = refine(probs, aligned, scan.faces, normals, scan.jaw, nc, options)
+            seconds[w] += time.perf_counter() - t0
             cm = ConfusionMatrix(nc).update(classes, target)
             cms[w].append(cm)
             rows[w].append({"name": dataset.names[i], "source": dataset.sources[i], "jaw": scan.jaw,
@@ -86,7 +89,8 @@ def main() -> None:
         m = np.array([r["miou"] for r in rows[w]])
         d = m - base
         print(f"w={w}: mean {m.mean():.4f} p10 {np.percentile(m, 10):.4f} kept {(m >= 0.8).mean():.0%} "
-              f"vs w={args.weights[0]}: {d.mean():+.4f} better {(d > 0.005).sum()} worse {(d < -0.005).sum()}")
+              f"vs w={args.weights[0]}: {d.mean():+.4f} better {(d > 0.005).sum()} worse {(d < -0.005).sum()}; "
+              f"graph cut + numbering {seconds[w] / len(m):.2f} s a scan")
 
 
 if __name__ == "__main__":

@@ -251,4 +251,4 @@ def test_train_then_segment_with_shape_evidence(tmp_path: Path) -> None:
         assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
     refused = subprocess.run([export[0], export[1], str(pair), "--out", str(tmp_path / "x.pth")], capture_output=True,
                              text=True, timeout=300)
-    assert refused.returncode == 2 and "model file already" in refused.stderr
+    assert refused.returncode == 2 and "already holds 2 averaged networks" in refused.stderr

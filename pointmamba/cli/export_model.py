@@ -55,10 +55,8 @@ def main() -> None:
     elif args.shape_weight is not None:
         raise ValueError("--shape-weight needs --tooth-shape FILE")
     first = load_checkpoint(args.checkpoint)
-    if first.get("format") == FORMAT:  # already a model file: its networks are kept as they are
-        if args.average_with or shape is None:
-            raise ValueError(f"{args.checkpoint} is a model file already: only --tooth-shape can be added to it "
-                             "(export training checkpoints to average networks)")
+    if first.get("format") == FORMAT and shape is not None and not args.average_with:
+        # already a model file, a tooth-shape network to add: its networks are kept as they are
         checkpoint_config(first, args.checkpoint)
         out = with_tooth_shape(first, shape, args.out)
         print(f"written: {out} ({out.stat().st_size / 2**20:.1f} MB)")

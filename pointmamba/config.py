@@ -114,6 +114,7 @@ INFER_DEFAULTS: dict[str, Any] = {
     # evidence (None: the weight stored with it; 0: off, the numbering from the network alone)
     "shape_weight": None,
     "shape_model": None,
+    "shape_floor": 0.0,  # the classifier's probabilities mixed with this share of the uniform (0: as they are)
     "decoding_width_weight": 0.1,  # weight of the tooth-width prior of the decoding
     "graph_cut": True,  # smooth labels on the mesh by alpha-expansion (evaluation/graph_cut.py)
     "graph_cut_smoothing": 3.0,  # weight of the cut cost against -log p (1 / 2 / 3 measured; 3 best on both)

@@ -252,3 +252,20 @@ def test_train_then_segment_with_shape_evidence(tmp_path: Path) -> None:
     refused = subprocess.run([export[0], export[1], str(pair), "--out", str(tmp_path / "x.pth")], capture_output=True,
                              text=True, timeout=300)
     assert refused.returncode == 2 and "already holds 2 averaged networks" in refused.stderr
+
+
+def test_shape_floor_one_is_the_uniform_and_changes_nothing() -> None:
+    """infer.shape_floor mixes the classifier's probabilities with the uniform: all of it (1) is no evidence."""
+    scan, aligned = _sample()
+    classes = fdi_to_class(scan.labels, scan.jaw, 17)
+    probs = np.full((len(classes), 17), 0.2 / 16)
+    probs[np.arange(len(classes)), classes] = 0.8
+    torch.manual_seed(0)
+    net = ToothShapeNet(width=16).eval()  # untrained: arbitrary, far from uniform evidence
+    off = number_teeth(classes, probs, aligned, scan.faces, scan.jaw, 17)[1]
+    uniform = number_teeth(classes, probs, aligned, scan.faces, scan.jaw, 17, shape_model=net, shape_weight=2.0,
+                           shape_floor=1.0)[1]
+    used = number_teeth(classes, probs, aligned, scan.faces, scan.jaw, 17, shape_model=net, shape_weight=2.0)[1]
+    assert uniform.options == off.options
+    np.testing.assert_allclose(uniform.posterior, off.posterior, atol=1e-12)
+    assert not np.allclose(used.posterior, off.posterior, atol=1e-6)

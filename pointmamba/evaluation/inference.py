@@ -244,7 +244,8 @@ def refine_numbered(probs: np.ndarray, aligned: np.ndarray, faces: np.ndarray, n
         shape_model, shape_weight = shape_setting(options)
         labels, numbering = number_teeth(labels, probs, aligned, faces, jaw, num_classes, priors=priors,
                                          areas=vertex_areas(aligned, faces) if len(faces) else None,
-                                         shape_model=shape_model, shape_weight=shape_weight)
+                                         shape_model=shape_model, shape_weight=shape_weight,
+                                         shape_floor=float(options.get("shape_floor", 0.0)))
     elif decoded is not None and relabel:
         step("relabelling teeth")
         labels = relabel_teeth(labels, decoded, faces)

@@ -338,14 +338,15 @@ def merge_fragments(pieces: list[np.ndarray], edges: np.ndarray, labels: np.ndar
 def number_teeth(labels: np.ndarray, probs: np.ndarray, aligned: np.ndarray, faces: np.ndarray, jaw: str,
                  num_classes: int, priors: ArchPriors | None = None, areas: np.ndarray | None = None,
                  temperature: float = 1.0, min_vertices: int = 20, shape_model: Any = None,
-                 shape_weight: float = 0.0) -> tuple[np.ndarray, Numbering]:
+                 shape_weight: float = 0.0, shape_floor: float = 0.0) -> tuple[np.ndarray, Numbering]:
     """Renumber the teeth of ``labels`` (per-vertex classes, e.g. after the graph cut) as whole instances
     (see module doc). Returns the new labels and the :class:`Numbering` (instances, options, posteriors).
 
     ``probs`` (V, C) the network's probabilities, ``aligned`` (V, 3) vertices in the canonical frame,
     ``areas`` (V,) vertex areas weighting the evidence (default: equal); ``shape_model`` (a
     :class:`~pointmamba.models.tooth_shape.ToothShapeNet`) names each instance from its own crop, as
-    evidence weighed by ``shape_weight`` (see :func:`number_instances`)."""
+    evidence weighed by ``shape_weight`` (see :func:`number_instances`), its probabilities mixed with
+    ``shape_floor`` of the uniform (a cap on what one confident error of the classifier costs)."""
     if jaw not in ("upper", "lower"):
         raise ValueError(f"number_teeth: jaw must be 'upper' or 'lower', got {jaw!r}")
     priors = priors or default_priors(jaw)
@@ -364,6 +365,7 @@ def number_teeth(labels: np.ndarray, probs: np.ndarray, aligned: np.ndarray, fac
         from .tooth_shape import shape_evidence
 
         shape = shape_evidence(shape_model, aligned, faces, instances, frame.centre, jaw)
+        shape = (1.0 - shape_floor) * shape + shape_floor / 8.0
     numbering = number_instances(instances, mean_probs[:, classes], mean_probs[:, 0], priors, temperature,
                                  shape, shape_weight)
     for inst, opt in zip(instances, numbering.options):

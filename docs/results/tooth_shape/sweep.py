@@ -24,6 +24,7 @@ def main() -> None:
     parser.add_argument("--checkpoint", required=True)
     parser.add_argument("--shape", required=True)
     parser.add_argument("--weights", type=float, nargs="+", required=True)
+    parser.add_argument("--floor", type=float, default=0.0, help="infer.shape_floor")
     parser.add_argument("--cache", required=True)
     parser.add_argument("--out", required=True)
     args = parse_args(parser)
@@ -67,7 +68,7 @@ def main() -> None:
         normals = apply_transform(preprocess_scan(scan)["normals"].astype(np.float64), transform, direction=True)
         target = fdi_to_class(scan.labels, scan.jaw, nc)
         for w in args.weights:
-            options = {**infer_options(cfg), "shape_weight": w, "shape_model": args.shape}
+            options = {**infer_options(cfg), "shape_weight": w, "shape_model": args.shape, "shape_floor": args.floor}
             t0 = time.perf_counter()
             classes = refine(probs, aligned, scan.faces, normals, scan.jaw, nc, options)
             seconds[w] += time.perf_counter() - t0

@@ -85,6 +85,7 @@ def main() -> None:
     from pointmamba.config import load_config
     from pointmamba.evaluation.tooth_shape import save_shape_model
     from pointmamba.models.tooth_shape import ToothShapeNet
+    from pointmamba.data.dataset import data_roots, split_path
     from pointmamba.training.data_builders import build_dataset
 
     cfg = load_config(args.config, args.overrides)
@@ -93,7 +94,12 @@ def main() -> None:
     rng = np.random.default_rng(seed)
     train = build_dataset(cfg, "train", train=False)
     crops, positions, upper, _ = crops_of(train, args.copies, desc="train crops")
-    val = build_dataset(cfg, "val", train=False) if cfg["data"]["val_names"] or cfg["data"]["val_split"] != "all" else None
+    d = cfg["data"]
+    has_val = bool(d["val_names"]) or (d["val_split"] != "all" and split_path(data_roots(d["root"]), d["val_split"],
+                                                                             d["split_dir"]).is_file())
+    val = build_dataset(cfg, "val", train=False) if has_val else None
+    if val is None:
+        print("no val scans named (data.val_names or a val split file): nothing is scored after training")
     val_data = crops_of(val, 1, desc="val crops") if val is not None else None
     target = positions - 1
     model = ToothShapeNet(width=args.width)

@@ -6,7 +6,9 @@ crown cut out of the arch cannot be counted: here each tooth is cropped on its o
 own (origin at its centroid, x distal along the arch, y buccal, z towards the crown; teeth of the -x
 side mirrored onto the +x side), and a small point network (:class:`~pointmamba.models.tooth_shape.ToothShapeNet`)
 names its position from the crop alone. The instance numbering takes that as a second, independent
-piece of evidence (``infer.shape_weight``).
+piece of evidence (``infer.shape_weight``). Off unless a model file holds such a network or one is named:
+held out it mended counted shifts but broke mixed dentitions, a net loss on one split of two
+(``docs/results/tooth_shape/README.md``).
 
 Crops are area-weighted samples of the tooth's surface (so the mesh's vertex density, which differs from
 scanner to scanner, does not matter), in mm (a molar's size is part of what makes it one).

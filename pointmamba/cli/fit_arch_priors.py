@@ -23,29 +23,14 @@ def main() -> None:
     parser.add_argument("--json", help="also write the table as JSON here")
     args = parse_args(parser)
 
-    import numpy as np
-    from tqdm import tqdm
-
     from pointmamba.atomic_file import atomic_write
     from pointmamba.config import load_config
-    from pointmamba.data.mesh import apply_transform
     from pointmamba.evaluation.arch_priors import fit_priors
     from pointmamba.training.data_builders import build_dataset
 
     cfg = load_config(args.config, args.overrides)
     dataset = build_dataset(cfg, "train", train=False)
-
-    def arches():
-        for i in tqdm(range(len(dataset)), desc="arches"):
-            if not dataset.labels_are_identities(i):
-                continue
-            d = dataset.preprocessed(i)
-            if "labels" not in d:
-                continue
-            aligned = apply_transform(d["vertices"].astype(np.float64) + d["origin"], d["transform"])
-            yield aligned, d["labels"].astype(np.int64), str(d["jaw"])
-
-    table = fit_priors(arches())
+    table = fit_priors((aligned, labels, jaw) for _, aligned, labels, jaw in dataset.identity_arches())
     pprint.pprint(table, width=110, sort_dicts=False)
     if args.json:
         atomic_write(args.json, json.dumps(table, indent=2).encode())

@@ -18,34 +18,25 @@ from .output_files import check_out_file
 
 
 def crops_of(dataset, copies: int, progress: bool = True, desc: str = "crops"):
-    """(crops (T, copies, N, 6), positions (T,), upper (T,), scan index (T,)) of every reference tooth of
+    """(crops (T, copies, N, 6), positions (T,), upper (T,)) of every reference tooth of
     the identity-labelled scans in ``dataset``; each copy a different surface sample."""
     import numpy as np
-    from tqdm import tqdm
 
-    from pointmamba.data.mesh import apply_transform, read_mesh
+    from pointmamba.data.mesh import read_mesh
     from pointmamba.evaluation.tooth_shape import scan_crops
 
-    crops, positions, upper, scan = [], [], [], []
-    for i in tqdm(range(len(dataset)), desc=desc, disable=not progress):
-        if not dataset.labels_are_identities(i):
-            continue
-        d = dataset.preprocessed(i)
-        if "labels" not in d:
-            continue
+    crops, positions, upper = [], [], []
+    for i, aligned, labels, jaw in dataset.identity_arches(progress, desc):
         _, faces = read_mesh(dataset.paths[i])
-        aligned = apply_transform(d["vertices"].astype(np.float64) + d["origin"], d["transform"])
-        labels = d["labels"].astype(np.int64)
-        per_copy = [scan_crops(aligned, faces, labels, str(d["jaw"]), seed=k) for k in range(copies)]
+        per_copy = [scan_crops(aligned, faces, labels, jaw, seed=k) for k in range(copies)]
         if len(per_copy[0][1]) == 0:
             continue
         crops.append(np.stack([c for c, _ in per_copy], axis=1))
         positions.append(per_copy[0][1])
-        upper.append(np.full(len(per_copy[0][1]), str(d["jaw"]) == "upper"))
-        scan.append(np.full(len(per_copy[0][1]), i))
+        upper.append(np.full(len(per_copy[0][1]), jaw == "upper"))
     if not crops:
         raise ValueError("no identity-labelled teeth to crop in these scans")
-    return (np.concatenate(crops), np.concatenate(positions), np.concatenate(upper), np.concatenate(scan))
+    return np.concatenate(crops), np.concatenate(positions), np.concatenate(upper)
 
 
 def augment(crops, rng):
@@ -93,7 +84,7 @@ def main() -> None:
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     train = build_dataset(cfg, "train", train=False)
-    crops, positions, upper, _ = crops_of(train, args.copies, desc="train crops")
+    crops, positions, upper = crops_of(train, args.copies, desc="train crops")
     d = cfg["data"]
     has_val = bool(d["val_names"]) or (d["val_split"] != "all" and split_path(data_roots(d["root"]), d["val_split"],
                                                                              d["split_dir"]).is_file())
@@ -137,7 +128,7 @@ def main() -> None:
     if val_data is not None:
         from pointmamba.evaluation.tooth_shape import position_probabilities
 
-        v_crops, v_pos, v_upper, _ = val_data
+        v_crops, v_pos, v_upper = val_data
         probs = np.concatenate([position_probabilities(model, v_crops[v_upper == u, 0], "upper" if u else "lower")
                                 for u in (False, True)])
         truth = np.concatenate([v_pos[v_upper == u] for u in (False, True)])

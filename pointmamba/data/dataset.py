@@ -15,7 +15,7 @@ import re
 import warnings
 from os import PathLike
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -284,6 +284,23 @@ class Teeth3DSDataset:
             return True
         d = self.preprocessed(index)
         return "labels" in d and arch_is_complete(d["labels"], str(d["jaw"]) or None)
+
+    def identity_arches(self, progress: bool = True, desc: str = "arches"
+                        ) -> Iterator[tuple[int, np.ndarray, np.ndarray, str]]:
+        """(index, vertices in the canonical frame (float64), FDI labels, jaw) of every labelled scan whose
+        labels are identities (:meth:`labels_are_identities`), with a progress bar."""
+        from tqdm import tqdm
+
+        from .mesh import apply_transform
+
+        for i in tqdm(range(len(self)), desc=desc, disable=not progress):
+            if not self.labels_are_identities(i):
+                continue
+            d = self.preprocessed(i)
+            if "labels" not in d:
+                continue
+            aligned = apply_transform(d["vertices"].astype(np.float64) + d["origin"], d["transform"])
+            yield i, aligned, d["labels"].astype(np.int64), str(d["jaw"])
 
     def __getitem__(self, index: int) -> dict[str, Any]:
         if not 0 <= index < len(self):

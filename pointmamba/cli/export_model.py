@@ -44,10 +44,10 @@ def main() -> None:
     check_out_file(args.out, inputs, args.overwrite)
     shape = None
     if args.tooth_shape:
-        from pointmamba.evaluation.tooth_shape import load_shape_model, read_shape_entry
+        from pointmamba.evaluation.tooth_shape import read_shape_entry, shape_network
 
-        load_shape_model(args.tooth_shape)  # a network that does not load is refused before writing
         shape = read_shape_entry(args.tooth_shape)
+        shape_network(shape, args.tooth_shape)  # a network that does not load is refused before writing
         if args.shape_weight is not None:
             if not 0 <= args.shape_weight <= 100:
                 raise ValueError(f"--shape-weight must be in [0, 100], got {args.shape_weight}")

@@ -158,9 +158,10 @@ def arch_shape_evidence(minus_side: np.ndarray, plus_side: np.ndarray) -> np.nda
 def shape_evidence(model: Any, aligned: np.ndarray, faces: np.ndarray, instances: Sequence[Any],
                    arch_centre: np.ndarray, jaw: str) -> np.ndarray:
     """(n, 16) shape evidence of measured instances per arch index (:func:`arch_shape_evidence`)."""
-    per_side = [position_probabilities(model, instance_crops(aligned, faces, instances, arch_centre, side), jaw)
-                for side in (-1, 1)]
-    return arch_shape_evidence(*per_side)
+    plus = instance_crops(aligned, faces, instances, arch_centre, 1)
+    # the -x side's frame differs from the +x side's by the sign of distal alone: mirror, do not resample
+    minus = plus * np.array([-1, 1, 1, -1, 1, 1], dtype=plus.dtype)
+    return arch_shape_evidence(position_probabilities(model, minus, jaw), position_probabilities(model, plus, jaw))
 
 
 SHAPE_FORMAT = "pointmamba-tooth-shape"
@@ -174,16 +175,10 @@ def shape_entry(model: Any, meta: dict[str, Any]) -> dict[str, Any]:
 
 
 def save_shape_model(path: str | Path, model: Any, meta: dict[str, Any]) -> None:
-    """Write a tooth-shape model file (:func:`shape_entry`)."""
-    import io
+    """Write a tooth-shape model file (:func:`shape_entry`), atomically."""
+    from ..training.checkpoint import save_checkpoint
 
-    import torch
-
-    from ..atomic_file import atomic_write
-
-    buf = io.BytesIO()
-    torch.save(shape_entry(model, meta), buf)
-    atomic_write(Path(path), buf.getvalue())
+    save_checkpoint(shape_entry(model, meta), path)
 
 
 def read_shape_entry(path: str | Path) -> dict[str, Any]:

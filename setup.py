@@ -46,6 +46,7 @@ setup(
             "pointmamba-fit-arch-priors = pointmamba.cli.fit_arch_priors:cli",
             "pointmamba-train-tooth-shape = pointmamba.cli.train_tooth_shape:cli",
             "pointmamba-removal-check = pointmamba.cli.removal_check:cli",
+            "pointmamba-bare-ridge-check = pointmamba.cli.bare_ridge_check:cli",
             "pointmamba-calibrate-confidence = pointmamba.cli.calibrate_confidence:cli",
         ],
     },

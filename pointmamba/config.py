@@ -115,6 +115,9 @@ INFER_DEFAULTS: dict[str, Any] = {
     "shape_weight": None,
     "shape_model": None,
     "shape_floor": 0.0,  # the classifier's probabilities mixed with this share of the uniform (0: as they are)
+    # the same classifier's "no tooth" output (trained on bare ridge: --ridge-share): its weight in calling
+    # an instance gingiva (None: the weight stored with the network; 0: off)
+    "tooth_weight": None,
     "decoding_width_weight": 0.1,  # weight of the tooth-width prior of the decoding
     "graph_cut": True,  # smooth labels on the mesh by alpha-expansion (evaluation/graph_cut.py)
     "graph_cut_smoothing": 3.0,  # weight of the cut cost against -log p (1 / 2 / 3 measured; 3 best on both)
@@ -353,9 +356,9 @@ def resolve_augment(value: Any) -> dict[str, Any] | None:
     return out
 
 
-def _validate_shape_weight(value: Any) -> None:
+def _validate_shape_weight(value: Any, key: str = "infer.shape_weight") -> None:
     if value is not None and not _type_ok(1.0, value):
-        raise ConfigError(f"config key 'infer.shape_weight' must be a number or null (the weight stored with the "
+        raise ConfigError(f"config key '{key}' must be a number or null (the weight stored with the "
                           f"tooth-shape network), got {type(value).__name__} {value!r}")
 
 
@@ -367,7 +370,8 @@ def _validate_shape_model(value: Any) -> None:
 # keys whose value is not simply of its default's type: each checked by its own function
 _SPECIAL = {"data.root": _validate_root, "data.augment": _validate_augment,
             "data.missing_teeth": _validate_missing_teeth, "infer.shape_weight": _validate_shape_weight,
-            "infer.shape_model": _validate_shape_model}
+            "infer.shape_model": _validate_shape_model,
+            "infer.tooth_weight": lambda value: _validate_shape_weight(value, "infer.tooth_weight")}
 
 
 def validate(cfg: dict[str, Any], schema: dict[str, Any], where: str = "") -> None:

@@ -226,7 +226,7 @@ def test_train_then_segment_with_shape_evidence(tmp_path: Path) -> None:
     segmenter = Segmenter(packed, infer={"mirror_tta": False})
     assert segmenter.config["_tooth_shape"] == str(packed)
     assert shape_setting({"shape_model": str(packed), "shape_weight": None})[1] == 1.0
-    assert shape_setting({"shape_model": str(packed), "shape_weight": 0.0}) == (None, 0.0)
+    assert shape_setting({"shape_model": str(packed), "shape_weight": 0.0}) == (None, 0.0, 0.0)
     # (the packed file's network is float16: compared with the same file, the shape network named)
     packed_result = segmenter(scan)
     named = Segmenter(packed, infer={"mirror_tta": False, "shape_weight": 1.0, "shape_model": str(out)})(scan)
@@ -234,10 +234,10 @@ def test_train_then_segment_with_shape_evidence(tmp_path: Path) -> None:
     np.testing.assert_array_equal(packed_result.labels, named.labels)
     confidences = [[t.confidence for t in r.confidence.teeth] for r in (packed_result, named, off)]
     assert confidences[0] == confidences[1] != confidences[2]
-    assert shape_setting({"shape_model": None, "shape_weight": None}) == (None, 0.0)  # no network: off
+    assert shape_setting({"shape_model": None, "shape_weight": None}) == (None, 0.0, 0.0)  # no network: off
     bad = subprocess.run(export[:-4] + ["--shape-weight", "2", "--overwrite"], capture_output=True, text=True,
                          timeout=300)
-    assert bad.returncode == 2 and "--shape-weight needs --tooth-shape" in bad.stderr
+    assert bad.returncode == 2 and "--shape-weight and --tooth-weight need --tooth-shape" in bad.stderr
     # a model file (here one holding two averaged networks) gets the shape network added, its networks kept
     pair, repacked = tmp_path / "pair.pth", tmp_path / "repacked.pth"
     run = subprocess.run(export[:4] + [str(pair), "--average-with", str(ckpt)], capture_output=True, text=True, timeout=300)

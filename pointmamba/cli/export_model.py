@@ -1,15 +1,16 @@
 #!/usr/bin/env python3
 """Write a training checkpoint as a compact model file: float16 weights, config and warm-up state only.
 
-    tools/export_model.py CHECKPOINT [--average-with CKPT ...] [--tooth-shape FILE [--shape-weight W]] --out FILE
-        [--note TEXT] [--overwrite]
+    tools/export_model.py CHECKPOINT [--average-with CKPT ...] [--tooth-shape FILE [--shape-weight W]
+        [--tooth-weight W]] --out FILE [--note TEXT] [--overwrite]
 
 The file loads with ``torch.load(weights_only=True)`` and is read by ``tools/predict.py --checkpoint FILE``
 like any checkpoint; ``pointmamba/pretrained/teeth17_shared_data.pth`` (the shipped model) was written so.
 With ``--average-with`` the file also holds those networks: inference averages their probabilities with
 CHECKPOINT's (``infer.average_networks``); fine-tuning starts from CHECKPOINT's network. With
 ``--tooth-shape`` it also holds a tooth-shape network, which the instance numbering then uses at the
-stored ``--shape-weight`` unless ``infer.shape_weight`` / ``infer.shape_model`` say otherwise. Given a
+stored ``--shape-weight`` (positions) and ``--tooth-weight`` ("no tooth") unless ``infer.shape_weight`` /
+``infer.tooth_weight`` / ``infer.shape_model`` say otherwise. Given a
 model file instead of a training checkpoint, it writes that file's networks unchanged with the
 tooth-shape network added (or replaced).
 """
@@ -31,6 +32,8 @@ def main() -> None:
                              "in the instance numbering")
     parser.add_argument("--shape-weight", type=float,
                         help="the weight stored with --tooth-shape (infer.shape_weight when that is unset)")
+    parser.add_argument("--tooth-weight", type=float,
+                        help="the 'no tooth' weight stored with --tooth-shape (infer.tooth_weight when that is unset)")
     parser.add_argument("--note", default="", help="provenance note stored in the file")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing --out (never the input)")
     args = parser.parse_args()
@@ -47,13 +50,19 @@ def main() -> None:
         from pointmamba.evaluation.tooth_shape import read_shape_entry, shape_network
 
         shape = read_shape_entry(args.tooth_shape)
-        shape_network(shape, args.tooth_shape)  # a network that does not load is refused before writing
-        if args.shape_weight is not None:
-            if not 0 <= args.shape_weight <= 100:
-                raise ValueError(f"--shape-weight must be in [0, 100], got {args.shape_weight}")
-            shape["meta"] = {**shape.get("meta", {}), "weight": float(args.shape_weight)}
-    elif args.shape_weight is not None:
-        raise ValueError("--shape-weight needs --tooth-shape FILE")
+        network = shape_network(shape, args.tooth_shape)  # a network that does not load is refused before writing
+        for flag, key, value in (("--shape-weight", "weight", args.shape_weight),
+                                 ("--tooth-weight", "tooth_weight", args.tooth_weight)):
+            if value is None:
+                continue
+            if not 0 <= value <= 100:
+                raise ValueError(f"{flag} must be in [0, 100], got {value}")
+            shape["meta"] = {**shape.get("meta", {}), key: float(value)}
+        if (args.tooth_weight or 0) > 0 and not network.no_tooth:
+            raise ValueError(f"{args.tooth_shape}: --tooth-weight needs a tooth-shape network with a 'no tooth' "
+                             "output (tools/train_tooth_shape.py --ridge-share > 0)")
+    elif args.shape_weight is not None or args.tooth_weight is not None:
+        raise ValueError("--shape-weight and --tooth-weight need --tooth-shape FILE")
     first = load_checkpoint(args.checkpoint)
     if first.get("format") == FORMAT and shape is not None and not args.average_with:
         # already a model file, a tooth-shape network to add: its networks are kept as they are

@@ -8,6 +8,11 @@ The scans are the config's training split (``data.train_exclude`` left out); its
 config names some, are scored after training (accuracy per position, and a confusion table). Only
 identity labels train: position-labelled arches (``data.position_label_roots``) count where complete.
 Seeded: the same config and seed give the same weights on one machine. Logs to TensorBoard beside --out.
+
+With ``--ridge-share S`` (> 0, the default 0.25) the network also learns "no tooth": crops of bare ridge
+(every tooth of a training arch flattened onto the gingiva, patches where teeth were: see
+``ridge_crops``), S of an epoch's tooth count drawn from them each epoch; ``infer.tooth_weight`` then lets
+the numbering call a tooth drawn on bare ridge gingiva. 0 gives the positions-only classifier of before.
 """
 from __future__ import annotations
 
@@ -17,17 +22,23 @@ from ._common import add_config_args, parse_args, run_main
 from .output_files import check_out_file
 
 
-def crops_of(dataset, copies: int, progress: bool = True, desc: str = "crops"):
+def crops_of(dataset, copies: int, progress: bool = True, desc: str = "crops", ridge: bool = False):
     """(crops (T, copies, N, 6), positions (T,), upper (T,)) of every reference tooth of
-    the identity-labelled scans in ``dataset``; each copy a different surface sample."""
+    the identity-labelled scans in ``dataset``; each copy a different surface sample. With ``ridge``
+    also (ridge crops (R, N, 6), upper (R,)): ``copies`` bare-ridge patches per tooth place
+    (``ridge_crops``), each from a different flattening."""
     import numpy as np
 
     from pointmamba.data.mesh import read_mesh
-    from pointmamba.evaluation.tooth_shape import scan_crops
+    from pointmamba.evaluation.tooth_shape import ridge_crops, scan_crops
 
-    crops, positions, upper = [], [], []
+    crops, positions, upper, ridges, ridge_upper = [], [], [], [], []
     for i, aligned, labels, jaw in dataset.identity_arches(progress, desc):
         _, faces = read_mesh(dataset.paths[i])
+        if ridge:
+            r = np.concatenate([ridge_crops(aligned, faces, labels, seed=k) for k in range(copies)])
+            ridges.append(r)
+            ridge_upper.append(np.full(len(r), jaw == "upper"))
         per_copy = [scan_crops(aligned, faces, labels, jaw, seed=k) for k in range(copies)]
         if len(per_copy[0][1]) == 0:
             continue
@@ -36,7 +47,8 @@ def crops_of(dataset, copies: int, progress: bool = True, desc: str = "crops"):
         upper.append(np.full(len(per_copy[0][1]), jaw == "upper"))
     if not crops:
         raise ValueError("no identity-labelled teeth to crop in these scans")
-    return np.concatenate(crops), np.concatenate(positions), np.concatenate(upper)
+    out = np.concatenate(crops), np.concatenate(positions), np.concatenate(upper)
+    return (*out, np.concatenate(ridges), np.concatenate(ridge_upper)) if ridge else out
 
 
 def augment(crops, rng):
@@ -63,11 +75,16 @@ def main() -> None:
     parser.add_argument("--width", type=int, default=64)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--lr", type=float, default=2e-3)
+    parser.add_argument("--ridge-share", type=float, default=0.25,
+                        help="bare-ridge crops per epoch, as a share of the teeth (a 'no tooth' output); 0: none")
     parser.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
     args = parse_args(parser)
     out = check_out_file(args.out, [args.config], args.overwrite)
     if not 1 <= args.epochs <= 10_000 or not 1 <= args.copies <= 64 or not 8 <= args.width <= 1024:
         raise ValueError("--epochs 1..10000, --copies 1..64 and --width 8..1024")
+    if not 0.0 <= args.ridge_share <= 4.0:
+        raise ValueError(f"--ridge-share must be in [0, 4], got {args.ridge_share}")
+    ridge = args.ridge_share > 0
 
     import numpy as np
     import torch
@@ -84,21 +101,24 @@ def main() -> None:
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     train = build_dataset(cfg, "train", train=False)
-    crops, positions, upper = crops_of(train, args.copies, desc="train crops")
+    crops, positions, upper, *ridge_train = crops_of(train, args.copies, desc="train crops", ridge=ridge)
     d = cfg["data"]
     has_val = bool(d["val_names"]) or (d["val_split"] != "all" and split_path(data_roots(d["root"]), d["val_split"],
                                                                              d["split_dir"]).is_file())
     val = build_dataset(cfg, "val", train=False) if has_val else None
     if val is None:
         print("no val scans named (data.val_names or a val split file): nothing is scored after training")
-    val_data = crops_of(val, 1, desc="val crops") if val is not None else None
+    val_data = crops_of(val, 1, desc="val crops", ridge=ridge) if val is not None else None
     target = positions - 1
-    model = ToothShapeNet(width=args.width)
+    model = ToothShapeNet(width=args.width, no_tooth=ridge)
+    n_ridge = int(round(args.ridge_share * len(target))) if ridge else 0
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.05)
-    steps = args.epochs * int(np.ceil(len(target) / args.batch_size))
+    steps = args.epochs * int(np.ceil((len(target) + n_ridge) / args.batch_size))
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=args.lr, total_steps=steps, pct_start=0.1)
     # rare positions (third molars) weigh up by 1/sqrt of their frequency, as the segmentation loss does
     freq = np.bincount(target, minlength=8).astype(np.float64)
+    if ridge:
+        freq = np.append(freq, n_ridge)  # the "no tooth" class, as often as it is drawn in an epoch
     weight = torch.tensor(np.where(freq > 0, (freq.sum() / np.maximum(freq, 1)) ** 0.5, 0.0), dtype=torch.float32)
     weight = weight / weight[freq > 0].mean()
     from torch.utils.tensorboard import SummaryWriter
@@ -109,12 +129,19 @@ def main() -> None:
         model.train()
         order = rng.permutation(len(target))
         copy = rng.integers(0, args.copies, size=len(target))
+        pool_x, pool_upper, pool_target = crops[np.arange(len(target)), copy], upper, target
+        if ridge:  # drawn only with a "no tooth" output, so the random stream of --ridge-share 0 is as before
+            pick = rng.choice(len(ridge_train[0]), size=n_ridge, replace=n_ridge > len(ridge_train[0]))
+            pool_x = np.concatenate([pool_x, ridge_train[0][pick]])
+            pool_upper = np.concatenate([upper, ridge_train[1][pick]])
+            pool_target = np.concatenate([target, np.full(n_ridge, 8)])
+            order = rng.permutation(len(pool_target))
         total = 0.0
         for start in tqdm(range(0, len(order), args.batch_size), desc=f"epoch {epoch + 1}/{args.epochs}", leave=False):
             idx = order[start:start + args.batch_size]
-            x = torch.from_numpy(augment(crops[idx, copy[idx]], rng))
-            logits = model(x, torch.from_numpy(upper[idx].astype(np.float32)))
-            loss = torch.nn.functional.cross_entropy(logits, torch.from_numpy(target[idx]), weight=weight)
+            x = torch.from_numpy(augment(pool_x[idx], rng))
+            logits = model(x, torch.from_numpy(pool_upper[idx].astype(np.float32)))
+            loss = torch.nn.functional.cross_entropy(logits, torch.from_numpy(pool_target[idx]), weight=weight)
             opt.zero_grad()
             loss.backward()
             opt.step()
@@ -126,9 +153,9 @@ def main() -> None:
     meta = {"config": str(args.config), "overrides": list(args.overrides), "seed": seed, "epochs": args.epochs,
             "train_teeth": int(len(target)), "train_scans": len(train)}
     if val_data is not None:
-        from pointmamba.evaluation.tooth_shape import position_probabilities
+        from pointmamba.evaluation.tooth_shape import crop_probabilities, position_probabilities
 
-        v_crops, v_pos, v_upper = val_data
+        v_crops, v_pos, v_upper, *v_ridge = val_data
         probs = np.concatenate([position_probabilities(model, v_crops[v_upper == u, 0], "upper" if u else "lower")
                                 for u in (False, True)])
         truth = np.concatenate([v_pos[v_upper == u] for u in (False, True)])
@@ -145,6 +172,16 @@ def main() -> None:
         for p in range(8):
             print(f"  {p + 1}: " + " ".join(f"{c:4d}" for c in confusion[p]))
         writer.add_scalar("shape/val_accuracy", acc, args.epochs)
+        if ridge:
+            def tooth_p(x, up):
+                return np.concatenate([crop_probabilities(model, x[up == u], "upper" if u else "lower")[1]
+                                       for u in (False, True)])
+
+            teeth_ok = float((tooth_p(v_crops[:, 0], v_upper) > 0.5).mean())
+            ridge_ok = float((tooth_p(*v_ridge) < 0.5).mean())
+            meta.update(val_teeth_called_teeth=teeth_ok, val_ridge_called_ridge=ridge_ok, val_ridge=len(v_ridge[0]))
+            print(f"no tooth: {teeth_ok:.3f} of val teeth called teeth, {ridge_ok:.3f} of {len(v_ridge[0])} "
+                  "bare-ridge crops called no tooth")
     writer.close()
     save_shape_model(out, model, meta)
     print(f"wrote {out}")

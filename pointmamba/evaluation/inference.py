@@ -241,55 +241,57 @@ def refine_numbered(probs: np.ndarray, aligned: np.ndarray, faces: np.ndarray, n
         step("numbering teeth")
         cost = float(options.get("numbering_fragment_cost", FRAGMENT_COST))
         priors = replace(default_priors(jaw), fragment_cost=cost)
-        shape_model, shape_weight = shape_setting(options)
+        shape_model, shape_weight, tooth_weight = shape_setting(options)
         labels, numbering = number_teeth(labels, probs, aligned, faces, jaw, num_classes, priors=priors,
                                          areas=vertex_areas(aligned, faces) if len(faces) else None,
                                          shape_model=shape_model, shape_weight=shape_weight,
-                                         shape_floor=float(options.get("shape_floor", 0.0)))
+                                         shape_floor=float(options.get("shape_floor", 0.0)),
+                                         tooth_weight=tooth_weight)
     elif decoded is not None and relabel:
         step("relabelling teeth")
         labels = relabel_teeth(labels, decoded, faces)
     return labels, numbering
 
 
-def shape_setting(options: dict[str, Any]) -> tuple[nn.Module | None, float]:
-    """The tooth-shape network and its weight in the instance numbering (:mod:`.tooth_shape`): the one
-    of ``infer.shape_model`` (a file of ``tools/train_tooth_shape.py``, or a model file holding one) at
-    ``infer.shape_weight``, or, where the weight is unset (None), at the weight stored with the network;
-    (None, 0.0) where no network is named or the weight is 0."""
-    path, weight = options.get("shape_model"), options.get("shape_weight")
-    if weight is None and not path:
-        return None, 0.0
+def shape_setting(options: dict[str, Any]) -> tuple[nn.Module | None, float, float]:
+    """The tooth-shape network and its two weights in the instance numbering (:mod:`.tooth_shape`): the
+    network of ``infer.shape_model`` (a file of ``tools/train_tooth_shape.py``, or a model file holding
+    one), ``infer.shape_weight`` for the positions and ``infer.tooth_weight`` for "no tooth"; a weight
+    left unset (None) is the one stored with the network (0 where none is). (None, 0.0, 0.0) where no
+    network is named or both weights are 0."""
+    path, weight, tooth = options.get("shape_model"), options.get("shape_weight"), options.get("tooth_weight")
     if not path:
-        if float(weight) > 0:
-            raise ValueError("infer.shape_weight > 0 needs a tooth-shape network: infer.shape_model (a file of "
-                             "tools/train_tooth_shape.py) or a model file holding one")
-        return None, 0.0
+        for key, value in (("shape_weight", weight), ("tooth_weight", tooth)):
+            if value is not None and float(value) > 0:
+                raise ValueError(f"infer.{key} > 0 needs a tooth-shape network: infer.shape_model (a file of "
+                                 "tools/train_tooth_shape.py) or a model file holding one")
+        return None, 0.0, 0.0
     stat = Path(path).stat() if Path(path).is_file() else None
-    model, stored = _shape_file(str(path), (stat.st_mtime_ns, stat.st_size) if stat else None)
+    model, stored, stored_tooth = _shape_file(str(path), (stat.st_mtime_ns, stat.st_size) if stat else None)
     weight = (stored or 0.0) if weight is None else float(weight)
-    return (model, weight) if weight > 0 else (None, 0.0)
+    tooth = (stored_tooth or 0.0) if tooth is None else float(tooth)
+    if tooth > 0 and not model.no_tooth:
+        raise ValueError(f"{path}: infer.tooth_weight > 0 needs a tooth-shape network with a \"no tooth\" output "
+                         "(tools/train_tooth_shape.py with --ridge-share > 0)")
+    return (model, weight, tooth) if weight > 0 or tooth > 0 else (None, 0.0, 0.0)
 
 
 @functools.lru_cache(maxsize=4)
-def _shape_file(path: str, stamp: tuple[int, int] | None) -> tuple[nn.Module, float | None]:
-    """A tooth-shape network and its stored weight, read once per process and file version (``stamp``)."""
+def _shape_file(path: str, stamp: tuple[int, int] | None) -> tuple[nn.Module, float | None, float | None]:
+    """A tooth-shape network and its stored weights (positions, "no tooth"), read once per process and
+    file version (``stamp``)."""
     from .tooth_shape import read_shape_entry, shape_network, stored_weight
 
     entry = read_shape_entry(path)
-    return shape_network(entry, path), stored_weight(entry)
+    return shape_network(entry, path), stored_weight(entry), stored_weight(entry, "tooth_weight")
 
 
-def segment_scan(model: nn.Module, scan: Any, cfg: dict[str, Any], device: torch.device,
-                 progress: Callable[[str], None] | None = None) -> Prediction:
-    """Predict every vertex of ``scan`` (a ``pointmamba.data.Scan``) at full resolution.
-
-    The scan is preprocessed exactly as the eval split is (canonical pose, centring, normals, grid
-    sampling in test mode); every vertex takes its voxel representative's probabilities, then the
-    ``infer`` options (mirror test-time augmentation, tooth decoding, graph cut) apply. ``progress`` is
-    told each step as it starts (minutes each on a scan of millions of vertices).
-    """
-    from ..data import class_to_fdi
+def scan_probabilities(model: nn.Module, scan: Any, cfg: dict[str, Any], device: torch.device,
+                       progress: Callable[[str], None] | None = None
+                       ) -> tuple[dict[str, Any], np.ndarray, np.ndarray, np.ndarray]:
+    """The network part of :func:`segment_scan`: (infer options, probabilities (V, C), vertices and
+    normals in the canonical frame); :func:`refine_numbered` makes labels of them (checks that try
+    several ``infer`` settings on one scan run the network once)."""
     from ..data.dataset import preprocess_scan
     from ..data.mesh import apply_transform
     from .averaged_networks import inference_members
@@ -310,9 +312,25 @@ def segment_scan(model: nn.Module, scan: Any, cfg: dict[str, Any], device: torch
     step(f"network, {views} view{'s' if views > 1 else ''}" + (f" x {networks} networks" if networks > 1 else ""))
     probs, transform = vertex_probabilities(model, arrays, scan.name, cfg, device, options["mirror_tta"],
                                             tuple(options["tta_angles"]))
+    aligned = apply_transform(scan.vertices.astype(np.float64), transform)
+    normals = apply_transform(arrays["normals"].astype(np.float64), transform, direction=True)
+    return options, probs, aligned, normals
+
+
+def segment_scan(model: nn.Module, scan: Any, cfg: dict[str, Any], device: torch.device,
+                 progress: Callable[[str], None] | None = None) -> Prediction:
+    """Predict every vertex of ``scan`` (a ``pointmamba.data.Scan``) at full resolution.
+
+    The scan is preprocessed exactly as the eval split is (canonical pose, centring, normals, grid
+    sampling in test mode); every vertex takes its voxel representative's probabilities, then the
+    ``infer`` options (mirror test-time augmentation, tooth decoding, graph cut) apply. ``progress`` is
+    told each step as it starts (minutes each on a scan of millions of vertices).
+    """
+    from ..data import class_to_fdi
+
+    d = cfg["data"]
+    options, probs, aligned, normals = scan_probabilities(model, scan, cfg, device, progress)
     with timed("refine"):
-        aligned = apply_transform(scan.vertices.astype(np.float64), transform)
-        normals = apply_transform(arrays["normals"].astype(np.float64), transform, direction=True)
         classes, numbering = refine_numbered(probs, aligned, scan.faces, normals, scan.jaw, d["num_classes"], options,
                                              progress)
     fdi = class_to_fdi(classes, scan.jaw, d["num_classes"])

@@ -31,16 +31,20 @@ def tooth_numbers(reference: np.ndarray, predicted: np.ndarray) -> dict[int, int
     return tooth_truth(reference, predicted)
 
 
-def without_tooth(scan: Any, tooth: int, mode: str = "delete") -> Any:
+def without_tooth(scan: Any, tooth: int | list[int], mode: str = "delete") -> Any:
     """``scan`` with reference tooth ``tooth`` removed (in ``flatten`` mode its vertices stay, labelled
-    gingiva; in ``close`` mode those in its closed space go with the gingiva there)."""
+    gingiva; in ``close`` mode those in its closed space go with the gingiva there); ``delete`` and
+    ``flatten`` also take a list of teeth, all removed at once."""
     from ..data.dataset import preprocess_scan
     from ..data.mesh import apply_transform
     from ..data.missing_teeth import MissingTeeth, close_space
 
     if mode not in REMOVAL_MODES:
         raise ValueError(f"removal mode must be one of {REMOVAL_MODES}, got {mode!r}")
-    gone = scan.labels == tooth
+    teeth = np.atleast_1d(np.asarray(tooth))
+    if mode == "close" and len(teeth) != 1:
+        raise ValueError(f"removal mode 'close' closes one tooth's space at a time, got {len(teeth)} teeth")
+    gone = np.isin(scan.labels, teeth)
     if mode == "delete":
         return _kept(scan.vertices, scan.faces, scan.labels, ~gone, scan)
     transform = preprocess_scan(scan)["transform"]
@@ -51,7 +55,7 @@ def without_tooth(scan: Any, tooth: int, mode: str = "delete") -> Any:
     canonical[gone] = moved
     keep = np.ones(len(canonical), dtype=bool)
     if mode == "close":
-        canonical, _, keep = close_space(canonical, normals, scan.labels, tooth, 1.0)
+        canonical, _, keep = close_space(canonical, normals, scan.labels, int(teeth[0]), 1.0)
     vertices = apply_transform(canonical, np.linalg.inv(transform))
     return _kept(vertices, scan.faces, np.where(gone, 0, scan.labels), keep, scan)
 

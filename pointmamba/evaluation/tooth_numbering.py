@@ -170,7 +170,8 @@ def _logsumexp(x: np.ndarray, axis: int | None = None) -> np.ndarray:
 
 def number_instances(instances: list[Instance], evidence: np.ndarray, gum_evidence: np.ndarray,
                      priors: ArchPriors, temperature: float = 1.0, shape_evidence: np.ndarray | None = None,
-                     shape_weight: float = 0.0) -> Numbering:
+                     shape_weight: float = 0.0, tooth_evidence: np.ndarray | None = None,
+                     tooth_weight: float = 0.0) -> Numbering:
     """The cheapest numbering of ``instances`` (sorted along the arch) and their posteriors.
 
     ``evidence`` (n, 16): each instance's probability of each arch index (the network's mean over its
@@ -194,12 +195,15 @@ def number_instances(instances: list[Instance], evidence: np.ndarray, gum_eviden
     ev = np.asarray(evidence, dtype=np.float64)
     widths = np.array([inst.width for inst in instances])
     gum = priors.gingiva_cost(gum_evidence, widths)
+    tooth_cost = np.zeros(n)
+    if tooth_evidence is not None and tooth_weight > 0 and n:
+        tooth_cost = -tooth_weight * np.log(np.clip(np.asarray(tooth_evidence, dtype=np.float64), LOG_EPS, 1.0))
     unary = np.empty((n, n_opt))
     for o in range(n_opt):
         f, l_ = first[o], last[o]
         data = -priors.evidence_weight * np.log(np.maximum(ev[:, f:l_ + 1].sum(1), LOG_EPS))
         unary[:, o] = (data + priors.width_cost(widths, f, l_) + keep[f:l_ + 1].sum()
-                       + (priors.pair_cost if pair[o] else 0.0))
+                       + (priors.pair_cost if pair[o] else 0.0) + tooth_cost)
     if shape_evidence is not None and shape_weight > 0 and n:
         log_shape = np.log(np.maximum(np.asarray(shape_evidence, dtype=np.float64), LOG_EPS))
         # a pair's crop is two teeth, which the classifier never saw: it is scored by the mean of its two
@@ -338,7 +342,8 @@ def merge_fragments(pieces: list[np.ndarray], edges: np.ndarray, labels: np.ndar
 def number_teeth(labels: np.ndarray, probs: np.ndarray, aligned: np.ndarray, faces: np.ndarray, jaw: str,
                  num_classes: int, priors: ArchPriors | None = None, areas: np.ndarray | None = None,
                  temperature: float = 1.0, min_vertices: int = 20, shape_model: Any = None,
-                 shape_weight: float = 0.0, shape_floor: float = 0.0) -> tuple[np.ndarray, Numbering]:
+                 shape_weight: float = 0.0, shape_floor: float = 0.0, tooth_weight: float = 0.0
+                 ) -> tuple[np.ndarray, Numbering]:
     """Renumber the teeth of ``labels`` (per-vertex classes, e.g. after the graph cut) as whole instances
     (see module doc). Returns the new labels and the :class:`Numbering` (instances, options, posteriors).
 
@@ -346,7 +351,8 @@ def number_teeth(labels: np.ndarray, probs: np.ndarray, aligned: np.ndarray, fac
     ``areas`` (V,) vertex areas weighting the evidence (default: equal); ``shape_model`` (a
     :class:`~pointmamba.models.tooth_shape.ToothShapeNet`) names each instance from its own crop, as
     evidence weighed by ``shape_weight`` (see :func:`number_instances`), its probabilities mixed with
-    ``shape_floor`` of the uniform (a cap on what one confident error of the classifier costs)."""
+    ``shape_floor`` of the uniform (a cap on what one confident error of the classifier costs), and, where
+    it has a "no tooth" output, tells a tooth from bare ridge, weighed by ``tooth_weight``."""
     if jaw not in ("upper", "lower"):
         raise ValueError(f"number_teeth: jaw must be 'upper' or 'lower', got {jaw!r}")
     priors = priors or default_priors(jaw)
@@ -360,14 +366,14 @@ def number_teeth(labels: np.ndarray, probs: np.ndarray, aligned: np.ndarray, fac
     w = np.ones(len(labels)) if areas is None else np.asarray(areas, dtype=np.float64)
     mean_probs = np.array([np.average(probs[inst.vertices], axis=0, weights=w[inst.vertices] + 1e-12)
                            for inst in instances]).reshape(len(instances), probs.shape[1])
-    shape = None
-    if shape_model is not None and shape_weight > 0:
+    shape, tooth = None, None
+    if shape_model is not None and (shape_weight > 0 or tooth_weight > 0):
         from .tooth_shape import shape_evidence
 
-        shape = shape_evidence(shape_model, aligned, faces, instances, frame.centre, jaw)
+        shape, tooth = shape_evidence(shape_model, aligned, faces, instances, frame.centre, jaw)
         shape = (1.0 - shape_floor) * shape + shape_floor / 8.0
     numbering = number_instances(instances, mean_probs[:, classes], mean_probs[:, 0], priors, temperature,
-                                 shape, shape_weight)
+                                 shape, shape_weight, tooth, tooth_weight)
     for inst, opt in zip(instances, numbering.options):
         if opt is None:
             labels[inst.vertices] = 0

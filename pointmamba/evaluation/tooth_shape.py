@@ -10,6 +10,11 @@ piece of evidence (``infer.shape_weight``). Off unless a model file holds such a
 held out it mended counted shifts but broke mixed dentitions, a net loss on one split of two
 (``docs/results/tooth_shape/README.md``).
 
+The classifier may also have a "no tooth" output, trained on crops of bare ridge (:func:`ridge_crops`): a
+segmentation network that sees a healed ridge where teeth were still draws a few teeth on it, and the
+numbering can then call such an instance gingiva (``infer.tooth_weight``), a separate weight from the
+positions'.
+
 Crops are area-weighted samples of the tooth's surface (so the mesh's vertex density, which differs from
 scanner to scanner, does not matter), in mm (a molar's size is part of what makes it one).
 """
@@ -133,18 +138,29 @@ def scan_crops(aligned: np.ndarray, faces: np.ndarray, labels: np.ndarray, jaw: 
     return instance_crops(aligned, faces, instances, frame.centre, fdi_side(fdi, jaw), seed, n_points), fdi % 10
 
 
-def position_probabilities(model: Any, crops: np.ndarray, jaw: str) -> np.ndarray:
-    """(n, 8) float64: each crop's probability of each position 1..8 under ``model`` (a
-    :class:`~pointmamba.models.tooth_shape.ToothShapeNet`)."""
+def crop_probabilities(model: Any, crops: np.ndarray, jaw: str) -> tuple[np.ndarray, np.ndarray]:
+    """((n, 8), (n,)) float64: each crop's probability of each position 1..8 as a tooth, and of being a
+    tooth at all, under ``model`` (a :class:`~pointmamba.models.tooth_shape.ToothShapeNet`; one without a
+    "no tooth" output calls every crop a tooth)."""
     import torch
 
     if len(crops) == 0:
-        return np.zeros((0, NUM_POSITIONS))
+        return np.zeros((0, NUM_POSITIONS)), np.zeros(0)
     device = next(model.parameters()).device
     with torch.no_grad():
         x = torch.from_numpy(np.ascontiguousarray(crops, dtype=np.float32)).to(device)
         upper = torch.full((len(crops),), 1.0 if jaw == "upper" else 0.0, device=device)
-        return torch.softmax(model(x, upper).double(), dim=1).cpu().numpy()
+        logits = model(x, upper).double()
+    positions = torch.softmax(logits[:, :NUM_POSITIONS], dim=1).cpu().numpy()
+    if logits.shape[1] == NUM_POSITIONS:
+        return positions, np.ones(len(crops))
+    return positions, torch.sigmoid(torch.logsumexp(logits[:, :NUM_POSITIONS], 1) - logits[:, NUM_POSITIONS]).cpu().numpy()
+
+
+def position_probabilities(model: Any, crops: np.ndarray, jaw: str) -> np.ndarray:
+    """(n, 8) float64: each crop's probability of each position 1..8, given that it is a tooth
+    (:func:`crop_probabilities`)."""
+    return crop_probabilities(model, crops, jaw)[0]
 
 
 def arch_shape_evidence(minus_side: np.ndarray, plus_side: np.ndarray) -> np.ndarray:
@@ -156,12 +172,47 @@ def arch_shape_evidence(minus_side: np.ndarray, plus_side: np.ndarray) -> np.nda
 
 
 def shape_evidence(model: Any, aligned: np.ndarray, faces: np.ndarray, instances: Sequence[Any],
-                   arch_centre: np.ndarray, jaw: str) -> np.ndarray:
-    """(n, 16) shape evidence of measured instances per arch index (:func:`arch_shape_evidence`)."""
+                   arch_centre: np.ndarray, jaw: str) -> tuple[np.ndarray, np.ndarray]:
+    """((n, 16), (n,)): shape evidence of measured instances per arch index (:func:`arch_shape_evidence`),
+    and each one's probability of being a tooth at all (1 where the network has no "no tooth" output)."""
     plus = instance_crops(aligned, faces, instances, arch_centre, 1)
     # the -x side's frame differs from the +x side's by the sign of distal alone: mirror, do not resample
     minus = plus * np.array([-1, 1, 1, -1, 1, 1], dtype=plus.dtype)
-    return arch_shape_evidence(position_probabilities(model, minus, jaw), position_probabilities(model, plus, jaw))
+    (p_minus, t_minus), (p_plus, t_plus) = crop_probabilities(model, minus, jaw), crop_probabilities(model, plus, jaw)
+    return arch_shape_evidence(p_minus, p_plus), 0.5 * (t_minus + t_plus)
+
+
+def ridge_crops(aligned: np.ndarray, faces: np.ndarray, labels: np.ndarray, seed: int = 0,
+                n_points: int = CROP_POINTS) -> np.ndarray:
+    """(n, n_points, 6) crops of bare ridge: every reference tooth of a labelled scan flattened onto the
+    gingiva (as :class:`~pointmamba.data.missing_teeth.MissingTeeth` does, 0-1 mm below it), then one
+    patch around each tooth's place (its centre moved up to 2 mm, 3-11 mm across seen from above: the
+    sizes of the phantom teeth a segmentation network draws on a bare ridge), cropped as inference crops a
+    predicted tooth. Seeded: the same scan and seed give the same crops."""
+    from ..data.missing_teeth import MissingTeeth
+    from .tooth_numbering import measure_instances
+
+    members, _ = reference_teeth(labels)
+    if not members:
+        return np.zeros((0, n_points, 6), dtype=np.float32)
+    rng = np.random.default_rng([seed, 1])
+    aligned = np.asarray(aligned, dtype=np.float64)
+    _, frame = measure_instances(aligned, members)
+    gone = labels > 0
+    flat = aligned.copy()
+    flat[gone] = MissingTeeth({"ridge_drop_mm": 1.0})._flattened(aligned, np.zeros_like(aligned), labels, gone, rng)[0]
+    patches = []
+    for m in members:
+        angle, reach = rng.uniform(0, 2 * np.pi), 2.0 * np.sqrt(rng.random())
+        centre = aligned[m, :2].mean(0) + reach * np.array([np.cos(angle), np.sin(angle)])
+        patch = np.flatnonzero(np.linalg.norm(flat[:, :2] - centre, axis=1) <= rng.uniform(1.5, 5.5))
+        if len(patch) >= 20:
+            patches.append(patch)
+    if not patches:
+        return np.zeros((0, n_points, 6), dtype=np.float32)
+    instances, _ = measure_instances(flat, patches, frame)
+    sides = rng.choice([-1, 1], size=len(instances))
+    return instance_crops(flat, faces, instances, frame.centre, sides, seed + 7919, n_points)
 
 
 SHAPE_FORMAT = "pointmamba-tooth-shape"
@@ -171,7 +222,7 @@ def shape_entry(model: Any, meta: dict[str, Any]) -> dict[str, Any]:
     """A tooth-shape network as plain data (float32 tensors, sizes, ``meta``): a file of its own, or the
     ``tooth_shape`` entry of a model file (``tools/export_model.py --tooth-shape``)."""
     return {"format": SHAPE_FORMAT, "width": int(model.width), "n_points": int(model.n_points),
-            "state_dict": {k: v.detach().cpu().float() for k, v in model.state_dict().items()}, "meta": dict(meta)}
+            "no_tooth": bool(model.no_tooth), "state_dict": {k: v.detach().cpu().float() for k, v in model.state_dict().items()}, "meta": dict(meta)}
 
 
 def save_shape_model(path: str | Path, model: Any, meta: dict[str, Any]) -> None:
@@ -218,14 +269,16 @@ def shape_network(entry: dict[str, Any], path: str | Path) -> Any:
                                                 for v in weights.values()):
         raise ValueError(f"{path}: tooth-shape weights must be finite tensors")
     try:
-        model = ToothShapeNet(width=int(entry["width"]), n_points=int(entry["n_points"]))
+        model = ToothShapeNet(width=int(entry["width"]), n_points=int(entry["n_points"]),
+                              no_tooth=bool(entry.get("no_tooth", False)))
         model.load_state_dict({k: v.float() for k, v in weights.items()})
     except (KeyError, TypeError, ValueError, RuntimeError) as exc:
         raise ValueError(f"{path}: tooth-shape weights do not fit the network: {exc}") from None
     return model.eval()
 
 
-def stored_weight(entry: dict[str, Any]) -> float | None:
-    """The shape weight stored with a tooth-shape entry (chosen on held-out scans), or None."""
-    weight = (entry.get("meta") or {}).get("weight")
+def stored_weight(entry: dict[str, Any], key: str = "weight") -> float | None:
+    """A weight stored with a tooth-shape entry (chosen on held-out scans), or None: ``weight`` that of
+    the positions, ``tooth_weight`` that of "no tooth"."""
+    weight = (entry.get("meta") or {}).get(key)
     return None if weight is None else float(weight)

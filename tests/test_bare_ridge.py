@@ -1,11 +1,11 @@
 """Teeth invented on a bare ridge: the flattened arch, the counts of the check, the "no tooth" evidence in
-the instance numbering (exact against brute force in float64, off or sure of every tooth changes nothing, a
+the instance numbering (exact against brute force in float64: tests/test_tooth_shape.py; off or sure of
+every tooth changes nothing, a
 phantom the shape calls ridge becomes gingiva while real teeth keep their numbers), the classifier's
 "no tooth" output in the model file (an older file calls everything a tooth), and the user's path:
 config -> tools/train_tooth_shape.py -> tools/bare_ridge_check.py / Segmenter with infer.tooth_weight."""
 from __future__ import annotations
 
-import itertools
 import subprocess
 import sys
 from pathlib import Path
@@ -24,7 +24,7 @@ from pointmamba.evaluation.tooth_shape import (crop_probabilities, load_shape_mo
                                                ridge_crops, save_shape_model, scan_crops)
 from pointmamba.models.tooth_shape import ToothShapeNet
 
-from test_tooth_numbering import OPTIONS, _path_cost, _random_arch
+from test_tooth_numbering import _random_arch
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "data" / "samples" / "MSN021" / "MSN021_lower.obj"
@@ -69,31 +69,6 @@ def test_ridge_result_counts_phantoms_ridge_and_kept_teeth(scan) -> None:
     summary = ridge_summary([result, ridge_result("b", reduced.labels, flat, reduced.labels, keep)])
     assert summary["arches_without_phantom"] == 1 and summary["phantom_teeth"] == 1
     assert summary["kept_teeth"] == 4 and summary["kept_teeth_right"] == 3
-
-
-@pytest.mark.parametrize("seed", range(4))
-def test_dp_with_tooth_evidence_is_exact(seed: int) -> None:
-    """Brute force over every numbering in float64: tooth options pay -w log p(tooth), gingiva nothing more."""
-    rng = np.random.default_rng(300 + seed)
-    n = 2 if seed < 2 else 3
-    instances = _random_arch(rng, n)
-    gum = rng.uniform(0.02, 0.6, n)
-    evidence = rng.dirichlet(np.full(16, 0.3), n) * (1 - gum[:, None])
-    tooth = rng.uniform(0.02, 0.98, n)
-    priors, weight, temperature = default_priors("lower"), 1.7, 1.3
-    result = number_instances(instances, evidence, gum, priors, temperature, tooth_evidence=tooth, tooth_weight=weight)
-    costs = {o: _path_cost(instances, evidence, gum, priors, o)
-             + sum(-weight * np.log(tooth[i]) for i, opt in enumerate(o) if opt is not None)
-             for o in itertools.product(OPTIONS, repeat=n)}
-    best = min(costs, key=costs.get)
-    assert result.cost == pytest.approx(costs[best], abs=1e-9)
-    finite = {k: v for k, v in costs.items() if np.isfinite(v)}
-    w = np.exp(-(np.array(list(finite.values())) - min(finite.values())) / temperature)
-    w /= w.sum()
-    gingiva = np.zeros(n)
-    for p, opts in zip(w, finite):
-        gingiva += p * np.array([opt is None for opt in opts])
-    np.testing.assert_allclose(result.posterior[:, 0], gingiva, atol=1e-9)
 
 
 def test_tooth_evidence_off_or_sure_of_every_tooth_changes_nothing() -> None:

@@ -91,18 +91,21 @@ def _shape_cost(shape: np.ndarray, weight: float, options) -> float:
                if o is not None)
 
 
-@pytest.mark.parametrize("seed", range(4))
-def test_dp_with_shape_evidence_is_exact(seed: int) -> None:
-    """Brute force over every numbering in float64: the DP's minimum and posteriors include the shape term."""
+@pytest.mark.parametrize("seed, tooth_weight", [(0, 0.0), (1, 1.7), (2, 0.0), (3, 1.7)])
+def test_dp_with_shape_evidence_is_exact(seed: int, tooth_weight: float) -> None:
+    """Brute force over every numbering in float64: the DP's minimum and posteriors include the shape term,
+    and the "no tooth" term (tooth options pay -w log p(tooth), gingiva nothing more)."""
     rng = np.random.default_rng(100 + seed)
     n = 2 if seed < 2 else 3
     instances = _random_arch(rng, n)
     gum = rng.uniform(0.02, 0.6, n)
     evidence = rng.dirichlet(np.full(16, 0.3), n) * (1 - gum[:, None])
     shape = arch_shape_evidence(rng.dirichlet(np.full(8, 0.5), n), rng.dirichlet(np.full(8, 0.5), n))
+    tooth = rng.uniform(0.02, 0.98, n)
     priors, weight, temperature = default_priors("upper"), 1.3, 1.4
-    result = number_instances(instances, evidence, gum, priors, temperature, shape, weight)
+    result = number_instances(instances, evidence, gum, priors, temperature, shape, weight, tooth, tooth_weight)
     costs = {o: _path_cost(instances, evidence, gum, priors, o) + _shape_cost(shape, weight, o)
+             + sum(-tooth_weight * np.log(tooth[i]) for i, opt in enumerate(o) if opt is not None)
              for o in itertools.product(OPTIONS, repeat=n)}
     best = min(costs, key=costs.get)
     assert result.cost == pytest.approx(costs[best], abs=1e-9)

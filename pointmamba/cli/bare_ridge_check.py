@@ -57,7 +57,6 @@ def main() -> None:
         raise ValueError(f"split {args.split!r}: no labelled arch with teeth to flatten")
     weights = args.tooth_weights or [cfg["infer"].get("tooth_weight")]
     options = infer_options(cfg)
-    options["shape_model"] = options.get("shape_model") or cfg.get("_tooth_shape")
     for w in weights:  # a missing or unfit tooth-shape file is refused now, not after the first network pass
         shape_setting({**options, "tooth_weight": w})
     nc = cfg["data"]["num_classes"]
@@ -66,7 +65,7 @@ def main() -> None:
         for k in args.keep:
             keep = kept_teeth(scan.labels, k, scan.name)
             reduced, flattened = ridge_arch(scan, keep)
-            options, probs, aligned, normals = scan_probabilities(model, reduced, cfg, device)
+            _, probs, aligned, normals = scan_probabilities(model, reduced, cfg, device)  # options as above
             for w in weights:
                 classes = refine(probs, aligned, reduced.faces, normals, reduced.jaw, nc, {**options, "tooth_weight": w})
                 fdi = class_to_fdi(classes, reduced.jaw, nc)

@@ -153,11 +153,14 @@ def main() -> None:
     meta = {"config": str(args.config), "overrides": list(args.overrides), "seed": seed, "epochs": args.epochs,
             "train_teeth": int(len(target)), "train_scans": len(train)}
     if val_data is not None:
-        from pointmamba.evaluation.tooth_shape import crop_probabilities, position_probabilities
+        from pointmamba.evaluation.tooth_shape import crop_probabilities
+
+        def by_jaw(x, up):  # (positions, p(tooth)) of crops x, lower jaws first, as truth is ordered
+            parts = [crop_probabilities(model, x[up == u], "upper" if u else "lower") for u in (False, True)]
+            return np.concatenate([p for p, _ in parts]), np.concatenate([t for _, t in parts])
 
         v_crops, v_pos, v_upper, *v_ridge = val_data
-        probs = np.concatenate([position_probabilities(model, v_crops[v_upper == u, 0], "upper" if u else "lower")
-                                for u in (False, True)])
+        probs, tooth = by_jaw(v_crops[:, 0], v_upper)
         truth = np.concatenate([v_pos[v_upper == u] for u in (False, True)])
         pred = probs.argmax(1) + 1
         acc = float((pred == truth).mean())
@@ -173,12 +176,8 @@ def main() -> None:
             print(f"  {p + 1}: " + " ".join(f"{c:4d}" for c in confusion[p]))
         writer.add_scalar("shape/val_accuracy", acc, args.epochs)
         if ridge:
-            def tooth_p(x, up):
-                return np.concatenate([crop_probabilities(model, x[up == u], "upper" if u else "lower")[1]
-                                       for u in (False, True)])
-
-            teeth_ok = float((tooth_p(v_crops[:, 0], v_upper) > 0.5).mean())
-            ridge_ok = float((tooth_p(*v_ridge) < 0.5).mean())
+            teeth_ok = float((tooth > 0.5).mean())
+            ridge_ok = float((by_jaw(*v_ridge)[1] < 0.5).mean())
             meta.update(val_teeth_called_teeth=teeth_ok, val_ridge_called_ridge=ridge_ok, val_ridge=len(v_ridge[0]))
             print(f"no tooth: {teeth_ok:.3f} of val teeth called teeth, {ridge_ok:.3f} of {len(v_ridge[0])} "
                   "bare-ridge crops called no tooth")

@@ -61,10 +61,9 @@ def ridge_summary(results: list[RidgeResult]) -> dict[str, Any]:
     """Totals over arches: how many came back without a phantom tooth, phantom teeth per arch, the share
     of the ridge called tooth, and the kept teeth right."""
     n = max(len(results), 1)
-    kept = sum(len(r.kept) for r in results)
-    return {"arches": len(results), "arches_without_phantom": sum(not r.phantoms for r in results),
-            "share_without_phantom": sum(not r.phantoms for r in results) / n,
-            "phantom_teeth": sum(len(r.phantoms) for r in results),
-            "phantom_teeth_per_arch": sum(len(r.phantoms) for r in results) / n,
+    clean = sum(not r.phantoms for r in results)
+    phantoms = sum(len(r.phantoms) for r in results)
+    return {"arches": len(results), "arches_without_phantom": clean, "share_without_phantom": clean / n,
+            "phantom_teeth": phantoms, "phantom_teeth_per_arch": phantoms / n,
             "ridge_called_tooth": float(np.mean([r.ridge_called_tooth for r in results])) if results else 0.0,
-            "kept_teeth": kept, "kept_teeth_right": sum(r.kept_right for r in results)}
+            "kept_teeth": sum(len(r.kept) for r in results), "kept_teeth_right": sum(r.kept_right for r in results)}

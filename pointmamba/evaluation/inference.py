@@ -79,10 +79,15 @@ def _build_network(state: dict[str, Any], config: dict[str, Any], path: str | Pa
 
 
 def infer_options(cfg: dict[str, Any]) -> dict[str, Any]:
-    """The ``infer`` section of ``cfg`` over its defaults (checkpoints older than it have none)."""
+    """The ``infer`` section of ``cfg`` over its defaults (checkpoints older than it have none); where
+    ``infer.shape_model`` is unset, the model file's own tooth-shape network (``cfg["_tooth_shape"]``, set by
+    :func:`load_trained`), so every path that refines a scan uses the same one."""
     from ..config import INFER_DEFAULTS
 
-    return {**INFER_DEFAULTS, **(cfg.get("infer") or {})}
+    options = {**INFER_DEFAULTS, **(cfg.get("infer") or {})}
+    if options.get("shape_model") is None and cfg.get("_tooth_shape"):
+        options["shape_model"] = cfg["_tooth_shape"]
+    return options
 
 
 def _jaw_classes(num_classes: int, jaw: str | None) -> np.ndarray | None:
@@ -301,8 +306,6 @@ def scan_probabilities(model: nn.Module, scan: Any, cfg: dict[str, Any], device:
         raise ValueError(f"{scan.path}: jaw unknown: name the file *_upper / *_lower or pass --jaw upper|lower "
                          "(the 17-class model numbers teeth per jaw)")
     options = infer_options(cfg)
-    if options.get("shape_model") is None and cfg.get("_tooth_shape"):
-        options["shape_model"] = cfg["_tooth_shape"]  # the model file's own tooth-shape network
     step = progress or (lambda name: None)
     step("preprocessing")
     with timed("preprocess"):

@@ -1,4 +1,5 @@
-"""Shared command-line plumbing for the tools: config arguments and friendly error exits."""
+"""Shared command-line plumbing for the tools: config arguments, friendly error exits and the opening of
+the tools that evaluate a checkpoint on a split."""
 from __future__ import annotations
 
 import argparse
@@ -7,11 +8,16 @@ import os
 import sys
 import time
 import warnings
-from typing import Any, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
 
 from pointmamba.cpu_runtime import tune_cpu_runtime
 
 tune_cpu_runtime()  # before anything imports torch (see pointmamba/cpu_runtime.py)
+
+if TYPE_CHECKING:  # torch is imported inside the functions: --help stays fast
+    import torch
 
 USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, FileNotFoundError)
 
@@ -42,6 +48,57 @@ def infer_overrides(items: list[str]) -> dict[str, Any]:
         raise ValueError(f"--set takes infer.* keys only here (the model comes from the checkpoint), got {sorted(user)}")
     resolve_infer(user.get("infer"), "--set")
     return dict(user.get("infer", {}))
+
+
+@dataclass
+class EvalRun:
+    """A trained network ready to evaluate on one split (see :func:`open_eval_run`)."""
+
+    cfg: dict[str, Any]  # --config with --set, as load_trained returns it
+    device: torch.device
+    checkpoint: Path  # resolved: the shipped model where --checkpoint was not given
+    average_with: list[str]
+    split: str
+    out: Path  # checked, not yet created: a tool makes it once it has something to write
+    model: Any
+    dataset: Any
+
+    def provenance(self, **before_infer: Any) -> dict[str, Any]:
+        """The keys a result JSON opens with (which networks, split and inference switches produced it);
+        ``before_infer`` (removal_check's ``mode``) goes between ``split`` and ``infer``, where it always
+        stood, so the files keep their key order."""
+        return {"checkpoint": str(self.checkpoint), "average_with": [str(p) for p in self.average_with],
+                "split": self.split, **before_infer, "infer": self.cfg.get("infer")}
+
+
+def open_eval_run(args: argparse.Namespace, default_out: str | None = None) -> EvalRun:
+    """The opening of the tools that evaluate a checkpoint on a split (test, removal_check,
+    bare_ridge_check): read ``--config`` with ``--set``, check ``--out``, pick the device, load
+    ``--checkpoint`` (with ``--average-with``) and build the ``--split`` dataset (no augmentation).
+
+    ``default_out`` None: ``--out`` is required and checked first of all. Else ``--out`` is optional,
+    default ``<checkpoint dir>/<default_out>``, and checked once the checkpoint is resolved.
+    """
+    from pointmamba.cli.output_files import check_out_dir
+    from pointmamba.config import load_config
+    from pointmamba.device import resolve_device
+    from pointmamba.evaluation.inference import load_trained
+    from pointmamba.pretrained import resolve_checkpoint
+    from pointmamba.training.data_builders import build_dataset
+
+    cfg = load_config(args.config, args.overrides)
+    if default_out is None:
+        out = Path(args.out)
+        check_out_dir(out)  # a file, an unwritable place: one line now, not a traceback after the model loads
+    device = resolve_device(cfg["train"]["device"])
+    checkpoint = resolve_checkpoint(args.checkpoint)
+    if default_out is not None:  # the default lies beside the checkpoint: known only now
+        out = Path(args.out) if args.out else checkpoint.parent / default_out
+        check_out_dir(out)
+    model, cfg = load_trained(checkpoint, device, config=cfg, average_with=args.average_with)
+    dataset = build_dataset(cfg, args.split, train=False)
+    return EvalRun(cfg=cfg, device=device, checkpoint=checkpoint, average_with=args.average_with,
+                   split=args.split, out=out, model=model, dataset=dataset)
 
 
 def parse_args(parser: argparse.ArgumentParser, argv: list[str] | None = None) -> argparse.Namespace:

@@ -14,9 +14,8 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
-from ._common import add_average_with_arg, add_config_args, parse_args, run_main
+from ._common import add_average_with_arg, add_config_args, open_eval_run, parse_args, run_main
 
 
 def main() -> None:
@@ -36,23 +35,14 @@ def main() -> None:
     from tqdm import tqdm
 
     from pointmamba.atomic_file import atomic_write, write_csv
-    from pointmamba.cli.output_files import check_out_dir, make_out_dir
-    from pointmamba.config import load_config
+    from pointmamba.cli.output_files import make_out_dir
     from pointmamba.data import class_to_fdi, load_scan
-    from pointmamba.device import resolve_device
     from pointmamba.evaluation.bare_ridge import kept_teeth, ridge_arch, ridge_result, ridge_summary
-    from pointmamba.evaluation.inference import infer_options, load_trained, refine, scan_probabilities, shape_setting
-    from pointmamba.pretrained import resolve_checkpoint
-    from pointmamba.training.data_builders import build_dataset
+    from pointmamba.evaluation.inference import infer_options, refine, scan_probabilities, shape_setting
 
-    cfg = load_config(args.config, args.overrides)
-    out = Path(args.out)
-    check_out_dir(out)
-    device = resolve_device(cfg["train"]["device"])
-    checkpoint = resolve_checkpoint(args.checkpoint)
-    model, cfg = load_trained(checkpoint, device, config=cfg, average_with=args.average_with)
-    dataset = build_dataset(cfg, args.split, train=False)
-    scans = [s for s in (load_scan(p) for p in dataset.paths) if s.labels is not None and (s.labels > 0).any()]
+    run = open_eval_run(args)
+    model, cfg, device, out = run.model, run.cfg, run.device, run.out
+    scans = [s for s in (load_scan(p) for p in run.dataset.paths) if s.labels is not None and (s.labels > 0).any()]
     if not scans:
         raise ValueError(f"split {args.split!r}: no labelled arch with teeth to flatten")
     weights = args.tooth_weights or [cfg["infer"].get("tooth_weight")]
@@ -85,8 +75,7 @@ def main() -> None:
                   "kept_right": r.kept_right} for r in res]
     write_csv(out / "arches.csv", rows)
     atomic_write(out / "bare_ridge.json", json.dumps(
-        {"checkpoint": str(checkpoint), "average_with": [str(p) for p in args.average_with], "split": args.split,
-         "infer": cfg.get("infer"), "summaries": summaries, "scans": [s.name for s in scans]}, indent=2,
+        {**run.provenance(), "summaries": summaries, "scans": [s.name for s in scans]}, indent=2,
         default=str).encode())
     table = "\n".join(lines) + "\n"
     atomic_write(out / "summary.md", table.encode())

@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
-from ._common import add_average_with_arg, add_config_args, parse_args, run_main
+from ._common import add_average_with_arg, add_config_args, open_eval_run, parse_args, run_main
 
 
 def main() -> None:
@@ -35,24 +34,15 @@ def main() -> None:
     from tqdm import tqdm
 
     from pointmamba.atomic_file import atomic_write, write_csv
-    from pointmamba.cli.output_files import check_out_dir, make_out_dir
-    from pointmamba.config import load_config
+    from pointmamba.cli.output_files import make_out_dir
     from pointmamba.data import load_scan
     from pointmamba.data.missing_teeth import arch_is_complete
-    from pointmamba.device import resolve_device
-    from pointmamba.evaluation.inference import load_trained, segment_scan
+    from pointmamba.evaluation.inference import segment_scan
     from pointmamba.evaluation.removal_check import check_scan, removal_summary
-    from pointmamba.pretrained import resolve_checkpoint
-    from pointmamba.training.data_builders import build_dataset
 
-    cfg = load_config(args.config, args.overrides)
-    out = Path(args.out)
-    check_out_dir(out)
-    device = resolve_device(cfg["train"]["device"])
-    checkpoint = resolve_checkpoint(args.checkpoint)
-    model, cfg = load_trained(checkpoint, device, config=cfg, average_with=args.average_with)
-    dataset = build_dataset(cfg, args.split, train=False)
-    scans = [load_scan(p) for p in dataset.paths]
+    run = open_eval_run(args)
+    model, cfg, device, out = run.model, run.cfg, run.device, run.out
+    scans = [load_scan(p) for p in run.dataset.paths]
     complete = [s for s in scans if s.labels is not None and arch_is_complete(s.labels, s.jaw)]
     if not complete:
         raise ValueError(f"split {args.split!r}: no complete arch (positions 1..7 on both sides) to check")
@@ -64,9 +54,7 @@ def main() -> None:
     write_csv(out / "removals.csv", [{"scan": r.scan, "removed": r.tooth, "others": r.others,
                                       "changed": " ".join(map(str, r.changed))} for r in removals])
     atomic_write(out / "removal_check.json", json.dumps(
-        {"checkpoint": str(checkpoint), "average_with": [str(p) for p in args.average_with], "split": args.split,
-         "mode": args.mode, "infer": cfg.get("infer"),
-         "summary": summary, "scans": [s.name for s in complete]}, indent=2).encode())
+        {**run.provenance(mode=args.mode), "summary": summary, "scans": [s.name for s in complete]}, indent=2).encode())
     table = (f"| removals | changing any other tooth | teeth checked | teeth changed |\n|---|---|---|---|\n"
              f"| {summary['removals']} ({summary['scans']} complete arches) | {summary['removals_changing_any']} "
              f"({summary['share_of_removals_changing_any']:.1%}) | {summary['teeth_checked']} | "

@@ -15,9 +15,8 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
-from ._common import add_average_with_arg, add_config_args, parse_args, run_main
+from ._common import add_average_with_arg, add_config_args, open_eval_run, parse_args, run_main
 
 
 def main() -> None:
@@ -35,28 +34,18 @@ def main() -> None:
     import numpy as np
     from tqdm import tqdm
 
-    from pointmamba.config import load_config
     from pointmamba.data import CLASS_NAMES, fdi_to_class, load_scan
     from pointmamba.evaluation.confusion_plot import plot_confusion
-    from pointmamba.training.data_builders import build_dataset
-    from pointmamba.evaluation.inference import load_trained, segment_scan
+    from pointmamba.evaluation.inference import segment_scan
     from pointmamba.evaluation.metrics import ConfusionMatrix
     from pointmamba.evaluation.scan_summary import reference_groups, summarize, summary_table
     from pointmamba.evaluation.teeth_metrics import aggregate_teeth_metrics, teeth_metrics
-    from pointmamba.device import resolve_device
     from pointmamba.atomic_file import atomic_write, write_csv
-    from pointmamba.cli.output_files import check_out_dir, make_out_dir
+    from pointmamba.cli.output_files import make_out_dir
 
-    cfg = load_config(args.config, args.overrides)
-    device = resolve_device(cfg["train"]["device"])
-    from pointmamba.pretrained import resolve_checkpoint
-
-    args.checkpoint = resolve_checkpoint(args.checkpoint)
-    out = Path(args.out) if args.out else Path(args.checkpoint).parent / f"test_{args.split}"
-    check_out_dir(out)  # a file, an unwritable place: one line now, not a traceback after the model loads
-    model, cfg = load_trained(args.checkpoint, device, config=cfg, average_with=args.average_with)
+    run = open_eval_run(args, default_out=f"test_{args.split}")
+    model, cfg, device, dataset, out = run.model, run.cfg, run.device, run.dataset, run.out
     num_classes = cfg["data"]["num_classes"]
-    dataset = build_dataset(cfg, args.split, train=False)
     make_out_dir(out)
 
     if args.compare_infer:
@@ -96,13 +85,12 @@ def main() -> None:
     summary = summarize(rows, scan_cms)
     # every file atomically: a link planted in --out is replaced, never written through
     atomic_write(out / "metrics.json", json.dumps(
-        {"checkpoint": str(args.checkpoint), "average_with": [str(p) for p in args.average_with], "split": args.split,
-         "infer": cfg.get("infer"), "overall": overall, "per_class": per_class,
+        {**run.provenance(), "overall": overall, "per_class": per_class,
          "summary": summary, "per_scan": rows, "confusion": cm.matrix.tolist()}, indent=2, default=float).encode())
     atomic_write(out / "summary.md", summary_table(summary).encode())
     for name, table in (("per_scan.csv", rows), ("per_class.csv", per_class)):
         write_csv(out / name, table)
-    plot_confusion(cm, list(names), out / "confusion.png", title=f"{Path(args.checkpoint).name} on {args.split}")
+    plot_confusion(cm, list(names), out / "confusion.png", title=f"{run.checkpoint.name} on {args.split}")
     print(" ".join(f"{k}={v:.4f}" if isinstance(v, float) else f"{k}={v}" for k, v in overall.items()))
     print(summary_table(summary))
     print(f"written: {out / 'metrics.json'}, per_scan.csv, per_class.csv, summary.md, confusion.png")

@@ -45,28 +45,9 @@ SAMPLE = ROOT / "data" / "samples" / "MSN021" / "MSN021_lower.obj"
 SHARED_SCANS = ROOT.parent / "shared" / "data" / "scans"
 
 
-def subdivide(vertices: np.ndarray, faces: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Each triangle into four through its edges' midpoints (one new vertex per edge): V + E vertices."""
-    from pointmamba.evaluation.graph_cut import mesh_edges
-
-    edges = mesh_edges(faces)
-    key = edges[:, 0] * len(vertices) + edges[:, 1]
-    order = np.argsort(key)
-
-    def mid(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        k = np.minimum(a, b) * len(vertices) + np.maximum(a, b)
-        return len(vertices) + order[np.searchsorted(key, k, sorter=order)]
-
-    a, b, c = faces.T
-    ab, bc, ca = mid(a, b), mid(b, c), mid(c, a)
-    new_vertices = np.concatenate([vertices, (vertices[edges[:, 0]] + vertices[edges[:, 1]]) / 2])
-    new_faces = np.concatenate([np.stack(t, 1) for t in ((a, ab, ca), (ab, b, bc), (ca, bc, c), (ab, bc, ca))])
-    return new_vertices, new_faces
-
-
 def make_scans(folder: Path, sizes: list[str], shared: Path) -> dict[str, Path]:
     """The meshes of ``sizes`` written into ``folder`` as <ID>_<jaw>.obj (the jaw from the name)."""
-    from pointmamba.data.mesh import read_obj, write_obj
+    from pointmamba.data.mesh import read_obj, subdivide, write_obj
 
     out: dict[str, Path] = {}
     mlex = shared / "MLEX001" / "MLEX001_upper.obj"
@@ -79,7 +60,7 @@ def make_scans(folder: Path, sizes: list[str], shared: Path) -> dict[str, Path]:
             out[size] = mlex
         elif size == "200k":
             vertices, faces = read_obj(mlex)
-            out[size] = write_obj(folder / "MLEX001x4_upper.obj", *subdivide(vertices, faces))
+            out[size] = write_obj(folder / "MLEX001x4_upper.obj", *subdivide(vertices, faces)[:2])
         else:
             raise SystemExit(f"unknown size {size!r} (5k, 50k, 200k)")
     return out

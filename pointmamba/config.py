@@ -119,8 +119,17 @@ INFER_DEFAULTS: dict[str, Any] = {
     # an instance gingiva (None: the weight stored with the network; 0: off)
     "tooth_weight": None,
     "decoding_width_weight": 0.1,  # weight of the tooth-width prior of the decoding
+    # a scan whose 0.6 mm grid sample holds more points is thinned evenly to this many before the network
+    # (the training scans gave 4.9k-7.7k; a full-resolution scan 11k-21k): docs/results/scan_density.
+    # None: every grid cell goes in (the old behaviour)
+    "max_input_points": None,
     "graph_cut": True,  # smooth labels on the mesh by alpha-expansion (evaluation/graph_cut.py)
     "graph_cut_smoothing": 3.0,  # weight of the cut cost against -log p (1 / 2 / 3 measured; 3 best on both)
+    # on a mesh finer than the training scans (mean edge < 0.677 mm) the smoothing grows by (0.677 / mean
+    # edge)^k, so it smooths about as much per mm as on them (evaluation/graph_cut.py). The val scans of
+    # both splits at 4x / 16x their vertices: k = 2 lifts the per-scan mean 0.797 -> 0.820 / 0.763 -> 0.807
+    # (split B; chosen on split A: docs/results/scan_density); no decimated scan changes. 0: the old cut
+    "graph_cut_density_power": 2.0,
 }
 
 WARMUP_DEFAULTS: dict[str, Any] = {

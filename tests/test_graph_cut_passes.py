@@ -60,26 +60,12 @@ def test_restricted_expansion_with_every_label_matches_gco() -> None:
                           theirs)
 
 
-def _subdivide(vertices: np.ndarray, faces: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Each triangle into four; also each new vertex's two parents."""
-    edges = gc.mesh_edges(faces)
-    key = edges[:, 0] * len(vertices) + edges[:, 1]
-
-    def mid(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        return len(vertices) + np.searchsorted(key, np.minimum(a, b) * len(vertices) + np.maximum(a, b))
-
-    a, b, c = faces.T
-    ab, bc, ca = mid(a, b), mid(b, c), mid(c, a)
-    new_faces = np.concatenate([np.stack(t, 1) for t in ((a, ab, ca), (ab, b, bc), (ca, bc, c), (ab, bc, ca))])
-    return np.concatenate([vertices, vertices[edges].mean(1)]), new_faces, edges
-
-
 @pytest.fixture(scope="module")
 def fine_scan() -> dict[str, np.ndarray]:
     """The sample jaw subdivided twice (86k vertices, about 6 a network cell), its labels carried over,
     and noisy probabilities from them: a fine mesh whose cut takes the coarse-then-fine path."""
     from pointmamba.data.dataset import preprocess_scan
-    from pointmamba.data.mesh import apply_transform, vertex_normals
+    from pointmamba.data.mesh import apply_transform, subdivide, vertex_normals
 
     scan = load_scan(SAMPLE)
     arrays = preprocess_scan(scan)
@@ -87,7 +73,7 @@ def fine_scan() -> dict[str, np.ndarray]:
     faces = scan.faces
     classes = fdi_to_class(scan.labels, scan.jaw, 17)
     for _ in range(2):
-        vertices, faces, parents = _subdivide(vertices, faces)
+        vertices, faces, parents = subdivide(vertices, faces)
         classes = np.concatenate([classes, classes[parents[:, 0]]])
     rng = np.random.default_rng(0)
     probs = rng.dirichlet(np.ones(17) * 0.3, size=len(classes)) * 0.5

@@ -23,7 +23,7 @@ from ..atomic_file import atomic_write
 from .augment import Augment
 from .errors import ScanFormatError
 from .fdi import IGNORE_INDEX, JAWS, check_jaw, check_num_classes, fdi_to_class
-from .grid_sampling import GRID_MODES, cap_points, grid_sample
+from .grid_sampling import GRID_MODES, cap_points, grid_sample, thin_points
 from .mesh import MESH_SUFFIXES, apply_transform, vertex_normals
 from .missing_teeth import MissingTeeth, arch_is_complete
 from .pose import canonical_pose
@@ -330,7 +330,7 @@ def make_item(d: Mapping[str, np.ndarray], name: str, num_classes: int, grid_siz
               align: bool = True, mode: str = "test", rng: np.random.Generator | None = None,
               augment: Augment | None = None, max_points: int | None = None,
               jaw_feature: bool = False, missing_teeth: MissingTeeth | None = None,
-              coord_feature: bool = True) -> dict[str, Any]:
+              coord_feature: bool = True, max_input_points: int | None = None) -> dict[str, Any]:
     """One model input from preprocessed arrays (see :func:`preprocess`): align (optional), centre,
     remove teeth (optional, needs labels), augment (optional), grid sample, point cap. The dataset and
     whole-scan inference both use it, so a user's scan is prepared exactly like the eval split.
@@ -338,7 +338,9 @@ def make_item(d: Mapping[str, np.ndarray], name: str, num_classes: int, grid_siz
     ``jaw_feature`` appends a constant channel, +1 for an upper and -1 for a lower jaw: the 17-class
     scheme gives 11 and 31 one class, and lower teeth are narrower, so without it the network must guess
     the jaw from shape to know where each tooth position lies. ``coord_feature`` false leaves the centred
-    coordinates out of the features (``coord`` still carries them, for the grid and the serialization)."""
+    coordinates out of the features (``coord`` still carries them, for the grid and the serialization).
+    ``max_input_points`` thins a grid sample of more points evenly to that many (:func:`thin_points`;
+    inference's ``infer.max_input_points``): a dense scan reaches the network at its training density."""
     jaw = str(d["jaw"]) or None
     coord = d["vertices"].astype(np.float64) + d.get("origin", 0.0)  # float64 before rotating and centring
     normal = d["normals"].astype(np.float64)
@@ -358,6 +360,7 @@ def make_item(d: Mapping[str, np.ndarray], name: str, num_classes: int, grid_siz
         coord, normal, labels = augment(coord, normal, labels, rng)
     index_rows, inverse = grid_sample(coord, grid_size, mode, rng)
     index_rows, inverse = cap_points(coord, index_rows, inverse, max_points, mode, rng)
+    index_rows, inverse = thin_points(coord, index_rows, inverse, max_input_points)
     if labels is not None:
         vertex_segment = fdi_to_class(labels, jaw, num_classes)
     else:

@@ -76,6 +76,26 @@ MAX_COORDINATE = 1e12
 """Largest coordinate accepted (a scan a million km from its origin, in mm, is no scan)."""
 
 
+def subdivide(vertices: np.ndarray, faces: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each triangle into four through its edges' midpoints: (vertices, faces, parents). The V old vertices
+    come first, unchanged, then one per edge; ``parents`` (E, 2) are each new vertex's two ends. The surface
+    stays the same, only denser: a stand-in for a full-resolution scan of a decimated one."""
+    from ..evaluation.graph_cut import mesh_edges
+
+    v = np.asarray(vertices)
+    f = np.asarray(faces, dtype=np.int64)
+    edges = mesh_edges(f, len(v))  # sorted by (first, second): a key search finds each face edge's row
+    key = edges[:, 0] * len(v) + edges[:, 1]
+
+    def mid(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return len(v) + np.searchsorted(key, np.minimum(a, b) * len(v) + np.maximum(a, b))
+
+    a, b, c = f.T
+    ab, bc, ca = mid(a, b), mid(b, c), mid(c, a)
+    new_faces = np.concatenate([np.stack(t, 1) for t in ((a, ab, ca), (ab, b, bc), (ca, bc, c), (ab, bc, ca))])
+    return np.concatenate([v, (v[edges[:, 0]] + v[edges[:, 1]]) / 2]), new_faces, edges
+
+
 def check_mesh(vertices: np.ndarray, faces: np.ndarray, path: str | PathLike | None) -> None:
     """Raise :class:`ScanFormatError` for an empty mesh, non-finite coordinates or bad face indices."""
     if vertices.ndim != 2 or vertices.shape[1] != 3:

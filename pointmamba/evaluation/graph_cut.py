@@ -29,6 +29,13 @@ from typing import Callable
 
 import numpy as np
 
+REFERENCE_EDGE_MM = 0.677
+"""Mean edge length (mm) of the densest decimated training scan (186 of ``../shared/data``: 0.678-1.18 mm).
+The cut's unary terms grow with the vertices per mm^2 and its cut costs with the edges crossed per mm, so
+on a finer mesh the same ``smoothing`` smooths less; ``density_power`` k scales it by
+``(REFERENCE_EDGE_MM / mean edge)^k`` on meshes finer than this, and leaves coarser ones as they were
+(docs/results/scan_density)."""
+
 MAX_SMOOTHING = 1000.0
 """Largest ``smoothing``: cut costs stay far inside the solver's int32 (NaN or 1e308 overflowed them to
 negative costs, on which alpha-expansion never converged)."""
@@ -111,15 +118,29 @@ def settled_vertices(unary: np.ndarray, edges: np.ndarray, margin: float = SETTL
     return ~unsure
 
 
+def density_factor(vertices: np.ndarray, edges: np.ndarray, power: float) -> float:
+    """What ``smoothing`` is multiplied by on this mesh: ``(REFERENCE_EDGE_MM / mean edge length)^power``
+    where the mesh is finer than the reference, else 1 (see :data:`REFERENCE_EDGE_MM`)."""
+    if power == 0 or len(edges) == 0:
+        return 1.0
+    mean_edge = float(np.linalg.norm(vertices[edges[:, 0]] - vertices[edges[:, 1]], axis=1).mean())
+    return max(1.0, REFERENCE_EDGE_MM / max(mean_edge, 1e-9)) ** power
+
+
 def graph_cut(probs: np.ndarray, vertices: np.ndarray, faces: np.ndarray, normals: np.ndarray,
-              smoothing: float = 1.0, settle: bool = True, coarse_first: bool = True) -> np.ndarray:
+              smoothing: float = 1.0, settle: bool = True, coarse_first: bool = True,
+              density_power: float = 0.0) -> np.ndarray:
     """Labels (V,) minimizing the energy of the module doc; classes with zero probability everywhere are
     left out of the optimization (they cannot win). ``settle``: settled vertices keep their class and only
     the others are cut (see module doc). ``coarse_first``: a fine mesh is cut coarse first, then vertex
-    by vertex near the boundaries (see module doc); False: one cut of every unsettled vertex."""
+    by vertex near the boundaries (see module doc); False: one cut of every unsettled vertex.
+    ``density_power``: on a mesh finer than the training scans ``smoothing`` grows by
+    :func:`density_factor` (0: the same smoothing at every density)."""
     probs = np.asarray(probs, dtype=np.float64)
     if not (np.isfinite(smoothing) and 0 <= smoothing <= MAX_SMOOTHING):
         raise ValueError(f"graph_cut: smoothing must be in [0, {MAX_SMOOTHING:g}], got {smoothing!r}")
+    if not (np.isfinite(density_power) and density_power >= 0):
+        raise ValueError(f"graph_cut: density_power must be finite and >= 0, got {density_power!r}")
     if not np.isfinite(probs).all():  # NaN costs abort the GCO library natively (the process dies)
         raise ValueError("graph_cut: class probabilities hold NaN or infinite values")
     used = np.flatnonzero(probs.max(0) > 0)
@@ -129,6 +150,7 @@ def graph_cut(probs: np.ndarray, vertices: np.ndarray, faces: np.ndarray, normal
     n = len(probs)
     edges = mesh_edges(faces, n)
     weights = edge_weights(np.asarray(vertices, np.float64), np.asarray(normals, np.float64), edges)
+    smoothing = min(smoothing * density_factor(np.asarray(vertices, np.float64), edges, density_power), MAX_SMOOTHING)
     # integer energies in 1/100 units (gco reads the raw buffers)
     unary_i = np.round(unary * 100).astype(np.int64)
     weights_i = np.clip(np.round(weights * smoothing * 100), 1, 2**30).astype(np.int64)

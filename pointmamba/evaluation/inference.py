@@ -160,11 +160,12 @@ def summed_view_probabilities(model: nn.Module, arrays: dict[str, np.ndarray], n
     from .averaged_networks import inference_members
 
     members = inference_members(model, cfg)
+    thin = infer_options(cfg)["max_input_points"]  # an inference choice (the top-level infer), one for all members
     if len(members) == 1:
-        return _summed_one_network(members[0][0], arrays, name, members[0][1], device, views, start)
+        return _summed_one_network(members[0][0], arrays, name, members[0][1], device, views, start, thin)
     total, transform = None, None
     for net, net_cfg in members:
-        part, frame = _summed_one_network(net, arrays, name, net_cfg, device, views)
+        part, frame = _summed_one_network(net, arrays, name, net_cfg, device, views, max_input_points=thin)
         if transform is not None and not np.allclose(frame, transform, atol=1e-6):
             raise ValueError(f"{name}: the averaged networks put the scan in different frames (data sections "
                              "differ in pose alignment): their probabilities cannot be added")
@@ -175,8 +176,8 @@ def summed_view_probabilities(model: nn.Module, arrays: dict[str, np.ndarray], n
 
 
 def _summed_one_network(model: nn.Module, arrays: dict[str, np.ndarray], name: str, cfg: dict[str, Any],
-                        device: torch.device, views: list[TestView],
-                        start: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+                        device: torch.device, views: list[TestView], start: np.ndarray | None = None,
+                        max_input_points: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """:func:`summed_view_probabilities` of one network."""
     from ..data import collate, mirror_class
     from ..data.dataset import make_item
@@ -189,7 +190,7 @@ def _summed_one_network(model: nn.Module, arrays: dict[str, np.ndarray], name: s
         with timed("preprocess"):
             items = [make_item(arrays, name=name, num_classes=d["num_classes"], grid_size=d["grid_size"],
                                align=d["align"], mode="test", rng=np.random.default_rng(0), augment=view,
-                               **input_features(d)) for view in chunk]
+                               max_input_points=max_input_points, **input_features(d)) for view in chunk]
             batch = collate(items)
         with timed("network"):
             batch, logits = predict_batch(model, batch, device, bool(cfg["train"]["amp"]))
@@ -238,7 +239,8 @@ def refine_numbered(probs: np.ndarray, aligned: np.ndarray, faces: np.ndarray, n
             probs = masked
     if options["graph_cut"] and len(faces):
         step("graph cut")
-        labels = graph_cut(probs, aligned, faces, normals, smoothing=options["graph_cut_smoothing"])
+        labels = graph_cut(probs, aligned, faces, normals, smoothing=options["graph_cut_smoothing"],
+                           density_power=float(options.get("graph_cut_density_power") or 0.0))
     else:
         labels = probs.argmax(1)
     numbering = None

@@ -130,6 +130,9 @@ INFER_DEFAULTS: dict[str, Any] = {
     # both splits at 4x / 16x their vertices: k = 2 lifts the per-scan mean 0.797 -> 0.820 / 0.763 -> 0.807
     # (split B; chosen on split A: docs/results/scan_density); no decimated scan changes. 0: the old cut
     "graph_cut_density_power": 2.0,
+    # there, also each angle between neighbouring normals x (0.677 / mean edge): a crease as sharp per edge
+    # as on the training scans (docs/results/scan_density); false: the angles as measured
+    "graph_cut_density_angles": False,
 }
 
 WARMUP_DEFAULTS: dict[str, Any] = {

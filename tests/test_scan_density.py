@@ -153,3 +153,27 @@ def test_a_scan_at_4x_its_vertices_is_cut_as_it_is_at_1x_by_default() -> None:
     agree = {k: float((refine(p, v, f, n, scan.jaw, 17, {**options, "graph_cut_density_power": k})[:scan.num_vertices]
                        == at_1x).mean()) for k in (0.0, 2.0)}
     assert agree[2.0] > agree[0.0] + 0.004, agree  # measured 0.988 against 0.980
+
+
+def test_density_angles_scale_each_crease_angle_and_leave_a_decimated_scan_alone() -> None:
+    from pointmamba.evaluation import graph_cut as gc
+
+    scan = load_scan(SAMPLE)
+    v = scan.vertices.astype(np.float64)
+    normals = preprocess_scan(scan)["normals"].astype(np.float64)
+    edges = gc.mesh_edges(scan.faces, len(v))
+    assert np.array_equal(gc.edge_weights(v, normals, edges, 1.0), gc.edge_weights(v, normals, edges))
+    # float64 reference of the weights with every angle doubled (capped at pi)
+    ni, nj = normals[edges[:, 0]], normals[edges[:, 1]]
+    cos = np.clip((ni * nj).sum(1), -1, 1)
+    angle = np.minimum(2.0 * np.arccos(cos), np.pi)
+    base = -np.log(np.clip(angle / np.pi, 1e-4, 1.0)) + 1e-3
+    convex = ((nj - ni) * (v[edges[:, 1]] - v[edges[:, 0]])).sum(1) > 0
+    ref = np.where(convex, base * (1 + np.abs(cos)), base)
+    np.testing.assert_allclose(gc.edge_weights(v, normals, edges, 2.0), ref / ref.mean(), rtol=1e-12)
+    classes = fdi_to_class(scan.labels, scan.jaw, 17)
+    probs = np.random.default_rng(5).dirichlet(np.ones(17) * 0.3, size=len(classes)) * 0.6
+    probs[np.arange(len(classes)), classes] += 0.4
+    old = gc.graph_cut(probs, v, scan.faces, normals, smoothing=3.0)
+    assert np.array_equal(gc.graph_cut(probs, v, scan.faces, normals, smoothing=3.0, density_power=2.0,
+                                       density_angles=True), old)

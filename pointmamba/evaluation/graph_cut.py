@@ -79,11 +79,13 @@ def mesh_edges(faces: np.ndarray, num_vertices: int | None = None) -> np.ndarray
     return np.stack([rows, adjacency.indices.astype(np.int64)], 1)
 
 
-def edge_weights(vertices: np.ndarray, normals: np.ndarray, edges: np.ndarray) -> np.ndarray:
-    """MeshSegNet-style cut costs per edge (see module doc); always > 0."""
+def edge_weights(vertices: np.ndarray, normals: np.ndarray, edges: np.ndarray, angle_scale: float = 1.0
+                 ) -> np.ndarray:
+    """MeshSegNet-style cut costs per edge (see module doc); always > 0. ``angle_scale`` multiplies each
+    angle between normals first (capped at pi): on a finer mesh, the angle over a coarser mesh's edge."""
     ni, nj = normals[edges[:, 0]], normals[edges[:, 1]]
     cos = np.clip((ni * nj).sum(1), -1.0, 1.0)
-    angle = np.arccos(cos)
+    angle = np.minimum(np.arccos(cos) * angle_scale, np.pi)
     base = -np.log(np.clip(angle / np.pi, 1e-4, 1.0)) + 1e-3
     convex = ((nj - ni) * (vertices[edges[:, 1]] - vertices[edges[:, 0]])).sum(1) > 0
     w = np.where(convex, base * (1.0 + np.abs(cos)), base)
@@ -129,13 +131,14 @@ def density_factor(vertices: np.ndarray, edges: np.ndarray, power: float) -> flo
 
 def graph_cut(probs: np.ndarray, vertices: np.ndarray, faces: np.ndarray, normals: np.ndarray,
               smoothing: float = 1.0, settle: bool = True, coarse_first: bool = True,
-              density_power: float = 0.0) -> np.ndarray:
+              density_power: float = 0.0, density_angles: bool = False) -> np.ndarray:
     """Labels (V,) minimizing the energy of the module doc; classes with zero probability everywhere are
     left out of the optimization (they cannot win). ``settle``: settled vertices keep their class and only
     the others are cut (see module doc). ``coarse_first``: a fine mesh is cut coarse first, then vertex
     by vertex near the boundaries (see module doc); False: one cut of every unsettled vertex.
     ``density_power``: on a mesh finer than the training scans ``smoothing`` grows by
-    :func:`density_factor` (0: the same smoothing at every density)."""
+    :func:`density_factor` (0: the same smoothing at every density); ``density_angles``: there its
+    crease angles grow by :func:`density_factor` with power 1 as well."""
     probs = np.asarray(probs, dtype=np.float64)
     if not (np.isfinite(smoothing) and 0 <= smoothing <= MAX_SMOOTHING):
         raise ValueError(f"graph_cut: smoothing must be in [0, {MAX_SMOOTHING:g}], got {smoothing!r}")
@@ -149,14 +152,15 @@ def graph_cut(probs: np.ndarray, vertices: np.ndarray, faces: np.ndarray, normal
         return used[unary.argmin(1)]
     n = len(probs)
     edges = mesh_edges(faces, n)
-    weights = edge_weights(np.asarray(vertices, np.float64), np.asarray(normals, np.float64), edges)
-    smoothing = min(smoothing * density_factor(np.asarray(vertices, np.float64), edges, density_power), MAX_SMOOTHING)
+    points = np.asarray(vertices, np.float64)
+    angle_scale = density_factor(points, edges, 1.0) if density_angles else 1.0
+    weights = edge_weights(points, np.asarray(normals, np.float64), edges, angle_scale)
+    smoothing = min(smoothing * density_factor(points, edges, density_power), MAX_SMOOTHING)
     # integer energies in 1/100 units (gco reads the raw buffers)
     unary_i = np.round(unary * 100).astype(np.int64)
     weights_i = np.clip(np.round(weights * smoothing * 100), 1, 2**30).astype(np.int64)
     labels = unary_i.argmin(1)
     free = ~settled_vertices(unary, edges) if settle else np.ones(n, dtype=bool)
-    points = np.asarray(vertices, np.float64)
 
     def cut(e: np.ndarray, w: np.ndarray, c: np.ndarray, sites: np.ndarray) -> np.ndarray:
         return _coarse_then_fine(e, w, c, points[sites]) if coarse_first else _expansion(e, w, c)

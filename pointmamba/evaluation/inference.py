@@ -240,7 +240,8 @@ def refine_numbered(probs: np.ndarray, aligned: np.ndarray, faces: np.ndarray, n
     if options["graph_cut"] and len(faces):
         step("graph cut")
         labels = graph_cut(probs, aligned, faces, normals, smoothing=options["graph_cut_smoothing"],
-                           density_power=float(options.get("graph_cut_density_power") or 0.0))
+                           density_power=float(options.get("graph_cut_density_power") or 0.0),
+                           density_angles=bool(options.get("graph_cut_density_angles", False)))
     else:
         labels = probs.argmax(1)
     numbering = None

@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""The refinement alone (graph cut and instance numbering) on the val scans at 4x and 16x their vertices:
+the network's cached 1x probabilities (``docs/results/tooth_shape/sweep.py --cache``) carried to each new
+vertex as the mean of its two parents, scored on the original vertices, for each
+``infer.graph_cut_density_power`` (and with ``--angles``, ``infer.graph_cut_density_angles``).
+
+    python docs/results/scan_density/refine_sweep.py --config configs/shared_data_recipe.yaml \
+        --cache work_dirs/cache/A2_s1 --powers 0 1 1.5 2 [--angles] [--smooth-proxy] > OUT.jsonl
+
+``--smooth-proxy`` moves each new vertex 3 times halfway towards the mean of its neighbours after each
+subdivision (the original vertices stay), so normals vary smoothly as on a real scan. Prints one JSON row
+per scan, then mean / p10 / kept per column.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
+
+
+def smooth_new_vertices(points: np.ndarray, faces: np.ndarray, fixed: int, iterations: int = 3) -> np.ndarray:
+    """``points`` with every vertex from ``fixed`` on moved ``iterations`` times halfway to its neighbours'
+    mean."""
+    from scipy.sparse import csr_matrix
+
+    from pointmamba.evaluation.graph_cut import mesh_edges
+
+    e = mesh_edges(faces, len(points))
+    n = len(points)
+    adjacency = csr_matrix((np.ones(2 * len(e)), (np.r_[e[:, 0], e[:, 1]], np.r_[e[:, 1], e[:, 0]])), shape=(n, n))
+    degree = np.asarray(adjacency.sum(1)).ravel()
+    out = points.copy()
+    for _ in range(iterations):
+        mean = (adjacency @ out) / degree[:, None]
+        out[fixed:] = 0.5 * out[fixed:] + 0.5 * mean[fixed:]
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", required=True)
+    parser.add_argument("--cache", required=True, help="folder of <scan>.npz (probs, transform) at 1x")
+    parser.add_argument("--powers", nargs="+", type=float, default=[0.0, 2.0])
+    parser.add_argument("--angles", action="store_true", help="also each power with density_angles on")
+    parser.add_argument("--smooth-proxy", action="store_true")
+    args = parser.parse_args()
+
+    from pointmamba.config import load_config
+    from pointmamba.data import fdi_to_class, load_scan
+    from pointmamba.data.mesh import apply_transform, subdivide, vertex_normals
+    from pointmamba.evaluation.inference import infer_options, refine
+    from pointmamba.evaluation.metrics import ConfusionMatrix
+    from pointmamba.training.data_builders import build_dataset
+
+    cfg = load_config(args.config, [])
+    dataset = build_dataset(cfg, "val", train=False)
+    options = infer_options(cfg)
+    nc = cfg["data"]["num_classes"]
+    variants = [(f"k{k:g}", {"graph_cut_density_power": k, "graph_cut_density_angles": False}) for k in args.powers]
+    if args.angles:
+        variants += [(f"k{k:g}_angles", {"graph_cut_density_power": k, "graph_cut_density_angles": True})
+                     for k in args.powers]
+    rows = []
+    for i in range(len(dataset)):
+        scan = load_scan(dataset.paths[i])
+        z = np.load(Path(args.cache) / f"{dataset.names[i]}.npz")
+        probs, points = z["probs"], apply_transform(scan.vertices.astype(np.float64), z["transform"])
+        target = fdi_to_class(scan.labels, scan.jaw, nc)
+        row = {"name": dataset.names[i]}
+        faces = scan.faces
+        for level in (1, 2):
+            fixed = len(points)
+            points, faces, parents = subdivide(points, faces)
+            probs = np.concatenate([probs, probs[parents].mean(1)])
+            if args.smooth_proxy:
+                points = smooth_new_vertices(points, faces, fixed)
+            normals = vertex_normals(points, faces)
+            for name, switch in variants:
+                labels = refine(probs, points, faces, normals, scan.jaw, nc, {**options, **switch})
+                row[f"x{4 ** level}_{name}"] = ConfusionMatrix(nc).update(labels[:scan.num_vertices], target).miou()
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    for key in rows[0]:
+        if key != "name":
+            x = np.array([r[key] for r in rows])
+            print(f"{key} mean {x.mean():.4f} p10 {np.percentile(x, 10):.4f} kept {100 * np.mean(x >= 0.8):.0f}%")
+
+
+if __name__ == "__main__":
+    main()

@@ -28,6 +28,7 @@ def main() -> None:
     parser.add_argument("--levels", nargs="+", type=int, default=[0, 2], help="subdivisions (0: as it is)")
     parser.add_argument("--limits", nargs="+", type=int, default=[0, 8000], help="max_input_points (0: none)")
     parser.add_argument("--out", required=True)
+    parser.add_argument("--names", nargs="*", help="only these val scans (default: all)")
     args = parser.parse_args()
 
     import torch
@@ -49,6 +50,8 @@ def main() -> None:
     num_classes = cfg["data"]["num_classes"]
     rows, seconds = [], {}
     for i in tqdm(range(len(dataset)), desc="scans"):
+        if args.names and dataset.names[i] not in args.names:
+            continue
         scan = load_scan(dataset.paths[i])
         target = fdi_to_class(scan.labels, scan.jaw, num_classes)
         vertices, faces = scan.vertices.astype(np.float64), scan.faces

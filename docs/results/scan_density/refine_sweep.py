@@ -48,6 +48,7 @@ def main() -> None:
     parser.add_argument("--powers", nargs="+", type=float, default=[0.0, 2.0])
     parser.add_argument("--angles", action="store_true", help="also each power with density_angles on")
     parser.add_argument("--smooth-proxy", action="store_true")
+    parser.add_argument("--names", nargs="*", help="only these val scans (default: all)")
     args = parser.parse_args()
 
     from pointmamba.config import load_config
@@ -67,6 +68,8 @@ def main() -> None:
                      for k in args.powers]
     rows = []
     for i in range(len(dataset)):
+        if args.names and dataset.names[i] not in args.names:
+            continue
         scan = load_scan(dataset.paths[i])
         z = np.load(Path(args.cache) / f"{dataset.names[i]}.npz")
         probs, points = z["probs"], apply_transform(scan.vertices.astype(np.float64), z["transform"])

@@ -128,11 +128,17 @@ INFER_DEFAULTS: dict[str, Any] = {
     # on a mesh finer than the training scans (mean edge < 0.677 mm) the smoothing grows by (0.677 / mean
     # edge)^k, so it smooths about as much per mm as on them (evaluation/graph_cut.py). The val scans of
     # both splits at 4x / 16x their vertices: k = 2 lifts the per-scan mean 0.797 -> 0.820 / 0.763 -> 0.807
-    # (split B; chosen on split A: docs/results/scan_density); no decimated scan changes. 0: the old cut
+    # (split B, two passes; chosen on split A: docs/results/scan_density); no decimated scan changes. 0: the
+    # old cut
     "graph_cut_density_power": 2.0,
     # there, also each angle between neighbouring normals x (0.677 / mean edge): a crease as sharp per edge
     # as on the training scans (docs/results/scan_density); false: the angles as measured
     "graph_cut_density_angles": False,
+    # true: a mesh of 3+ vertices per 0.6 mm cell (a full-resolution scan) is cut on the cells first, then
+    # vertex by vertex near the boundaries (4-5x faster there); false: one cut of every unsettled vertex.
+    # With the scaled smoothing the two passes lose at 16x density: split B 0.830 one cut, 0.807 two passes
+    # (docs/results/scan_density). Decimated scans are one cut either way
+    "graph_cut_coarse_first": False,
 }
 
 WARMUP_DEFAULTS: dict[str, Any] = {

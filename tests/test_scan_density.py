@@ -131,11 +131,11 @@ def test_the_density_power_leaves_a_decimated_scan_bit_for_bit_and_checks_its_va
             gc.graph_cut(probs, scan.vertices, scan.faces, normals, smoothing=3.0, density_power=bad)
 
 
-def test_a_scan_at_4x_its_vertices_is_cut_as_it_is_at_1x_by_default() -> None:
-    """The shipped model's probabilities of the sample, carried to the mesh subdivided once (each new
-    vertex the mean of its two ends), refined with the default inference (the cut alone, no numbering):
-    with the smoothing scaled by density (the default) the finer mesh's cut keeps more of the original
-    vertices' labels from the cut at 1x than the same smoothing does."""
+def test_a_scan_at_4x_and_16x_its_vertices_is_cut_as_it_is_at_1x_by_default() -> None:
+    """The shipped model's probabilities of the sample, carried to the mesh subdivided once and twice (each
+    new vertex the mean of its two ends), refined with the default inference (the cut alone, no
+    numbering): the finer meshes' cuts keep more of the original vertices' labels from the cut at 1x with
+    the defaults (smoothing scaled by density; one cut of every vertex) than with the old cut."""
     import torch
 
     from pointmamba.evaluation.inference import infer_options, load_trained, refine, scan_probabilities
@@ -145,14 +145,18 @@ def test_a_scan_at_4x_its_vertices_is_cut_as_it_is_at_1x_by_default() -> None:
     scan = load_scan(SAMPLE)
     _, probs, aligned, normals = scan_probabilities(model, scan, cfg, torch.device("cpu"))
     options = {**infer_options(cfg), "instance_numbering": False, "tooth_relabel": False}
-    assert options["graph_cut_density_power"] == 2.0
+    assert options["graph_cut_density_power"] == 2.0 and options["graph_cut_coarse_first"] is False
+    old = {"graph_cut_density_power": 0.0, "graph_cut_coarse_first": True}
     at_1x = refine(probs, aligned, scan.faces, normals, scan.jaw, 17, options)
-    v, f, parents = subdivide(aligned, scan.faces)
-    p = np.concatenate([probs, probs[parents].mean(1)])
-    n = vertex_normals(v, f)
-    agree = {k: float((refine(p, v, f, n, scan.jaw, 17, {**options, "graph_cut_density_power": k})[:scan.num_vertices]
-                       == at_1x).mean()) for k in (0.0, 2.0)}
-    assert agree[2.0] > agree[0.0] + 0.004, agree  # measured 0.988 against 0.980
+    v, f, p = aligned, scan.faces, probs
+    measured = {4: (0.988, 0.980), 16: (0.978, 0.969)}
+    for times in (4, 16):
+        v, f, parents = subdivide(v, f)
+        p = np.concatenate([p, p[parents].mean(1)])
+        n = vertex_normals(v, f)
+        agree = [float((refine(p, v, f, n, scan.jaw, 17, {**options, **switch})[:scan.num_vertices] == at_1x).mean())
+                 for switch in ({}, old)]
+        assert agree[0] > agree[1] + 0.004, (times, agree, "measured", measured[times])
 
 
 def test_density_angles_scale_each_crease_angle_and_leave_a_decimated_scan_alone() -> None:

@@ -21,7 +21,10 @@ cells around it and those almost as cheap as its best. On the 201k-vertex MLEX00
 201,287 labels differ from one cut of every vertex, at 0.002 % more energy (accuracy 0.9367 -> 0.9363);
 on MLEX001 itself 67 of 50,643 (0.9518 -> 0.9526). The 56 val scans of both splits are too coarse for
 two passes: one cut, every label as before (415,717 vertices). ``coarse_first=False`` gives one cut of
-the unsettled vertices on any mesh.
+the unsettled vertices on any mesh. With the smoothing scaled by density (``density_power``) the two passes
+no longer match one cut: on split B's val scans at 16x their vertices one cut scores 0.830, two passes 0.807
+(docs/results/scan_density), so inference cuts in one pass (``infer.graph_cut_coarse_first: false``), about
+5x slower on a 200k-vertex mesh.
 """
 from __future__ import annotations
 

@@ -241,7 +241,8 @@ def refine_numbered(probs: np.ndarray, aligned: np.ndarray, faces: np.ndarray, n
         step("graph cut")
         labels = graph_cut(probs, aligned, faces, normals, smoothing=options["graph_cut_smoothing"],
                            density_power=float(options.get("graph_cut_density_power") or 0.0),
-                           density_angles=bool(options.get("graph_cut_density_angles", False)))
+                           density_angles=bool(options.get("graph_cut_density_angles", False)),
+                           coarse_first=bool(options.get("graph_cut_coarse_first", True)))
     else:
         labels = probs.argmax(1)
     numbering = None

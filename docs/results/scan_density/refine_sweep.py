@@ -7,7 +7,7 @@ vertex as the mean of its two parents, scored on the original vertices, for each
     python docs/results/scan_density/refine_sweep.py --config configs/shared_data_recipe.yaml \
         --cache work_dirs/cache/A2_s1 --powers 0 1 1.5 2 [--angles] [--smooth-proxy] > OUT.jsonl
 
-``--smooth-proxy`` moves each new vertex 3 times halfway towards the mean of its neighbours after each
+``--two-pass`` cuts a dense mesh on cells first (the tables before the sixth rule); ``--smooth-proxy`` moves each new vertex 3 times halfway towards the mean of its neighbours after each
 subdivision (the original vertices stay), so normals vary smoothly as on a real scan. Prints one JSON row
 per scan, then mean / p10 / kept per column.
 """
@@ -48,6 +48,8 @@ def main() -> None:
     parser.add_argument("--powers", nargs="+", type=float, default=[0.0, 2.0])
     parser.add_argument("--angles", action="store_true", help="also each power with density_angles on")
     parser.add_argument("--smooth-proxy", action="store_true")
+    parser.add_argument("--two-pass", action="store_true",
+                        help="graph_cut_coarse_first true (the cut of the tables before the sixth rule)")
     parser.add_argument("--names", nargs="*", help="only these val scans (default: all)")
     args = parser.parse_args()
 
@@ -60,7 +62,7 @@ def main() -> None:
 
     cfg = load_config(args.config, [])
     dataset = build_dataset(cfg, "val", train=False)
-    options = infer_options(cfg)
+    options = {**infer_options(cfg), "graph_cut_coarse_first": bool(args.two_pass)}
     nc = cfg["data"]["num_classes"]
     variants = [(f"k{k:g}", {"graph_cut_density_power": k, "graph_cut_density_angles": False}) for k in args.powers]
     if args.angles:

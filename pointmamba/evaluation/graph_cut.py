@@ -21,10 +21,10 @@ cells around it and those almost as cheap as its best. On the 201k-vertex MLEX00
 201,287 labels differ from one cut of every vertex, at 0.002 % more energy (accuracy 0.9367 -> 0.9363);
 on MLEX001 itself 67 of 50,643 (0.9518 -> 0.9526). The 56 val scans of both splits are too coarse for
 two passes: one cut, every label as before (415,717 vertices). ``coarse_first=False`` gives one cut of
-the unsettled vertices on any mesh. With the smoothing scaled by density (``density_power``) the two passes
-no longer match one cut: on split B's val scans at 16x their vertices one cut scores 0.830, two passes 0.807
-(docs/results/scan_density), so inference cuts in one pass (``infer.graph_cut_coarse_first: false``), about
-5x slower on a 200k-vertex mesh.
+the unsettled vertices on any mesh. (Those figures are of the candidates (2 cells, 1 nat) and the old
+smoothing; with the smoothing scaled by density (``density_power``) they fell short of one cut, split B's val
+scans at 16x their vertices 0.807 against 0.830, and the wider candidates below, 6 cells and 3 nats, match it:
+0.830, at 0.43 of one cut's time on 201k vertices; docs/results/scan_density.)
 """
 from __future__ import annotations
 
@@ -57,8 +57,11 @@ COARSE_CELL_MM = 0.6
 which its probabilities are constant, so the coarse pass sees what the network saw. Another grid only moves
 more of the work to the fine pass, which may move any boundary by two cells."""
 COARSE_MIN_VERTICES = 3  # vertices per cell (on average) from which a mesh is cut coarse first
-CANDIDATE_CELLS = 2  # a vertex of the fine pass may take the labels of the coarse cells this many cells away
-CANDIDATE_NATS = 1.0  # ... and every label whose cost is within this of its cheapest
+CANDIDATE_CELLS = 6  # a vertex of the fine pass may take the labels of the coarse cells this many cells away
+CANDIDATE_NATS = 3.0  # ... and every label whose cost is within this of its cheapest
+# (6, 3.0) since 2026-11-26, (2, 1.0) before: with the smoothing scaled by density the narrower candidates
+# left the fine pass short of one cut's labels (split B at 16x the vertices 0.807 against 0.830 for one
+# cut; 6 and 3.0 score 0.830, at 0.43 of one cut's time on 201k vertices: docs/results/scan_density)
 
 
 def mesh_edges(faces: np.ndarray, num_vertices: int | None = None) -> np.ndarray:

@@ -7,7 +7,8 @@ vertex as the mean of its two parents, scored on the original vertices, for each
     python docs/results/scan_density/refine_sweep.py --config configs/shared_data_recipe.yaml \
         --cache work_dirs/cache/A2_s1 --powers 0 1 1.5 2 [--angles] [--smooth-proxy] > OUT.jsonl
 
-``--two-pass`` cuts a dense mesh on cells first (the tables before the sixth rule); ``--smooth-proxy`` moves each new vertex 3 times halfway towards the mean of its neighbours after each
+``--two-pass`` cuts a dense mesh on cells first (the default inference; with ``--old-candidates`` as
+before the seventh rule: the tables of rules two to four); ``--smooth-proxy`` moves each new vertex 3 times halfway towards the mean of its neighbours after each
 subdivision (the original vertices stay), so normals vary smoothly as on a real scan. Prints one JSON row
 per scan, then mean / p10 / kept per column.
 """
@@ -49,7 +50,9 @@ def main() -> None:
     parser.add_argument("--angles", action="store_true", help="also each power with density_angles on")
     parser.add_argument("--smooth-proxy", action="store_true")
     parser.add_argument("--two-pass", action="store_true",
-                        help="graph_cut_coarse_first true (the cut of the tables before the sixth rule)")
+                        help="graph_cut_coarse_first true (the default; without it: one cut of every vertex)")
+    parser.add_argument("--old-candidates", action="store_true",
+                        help="the fine pass's label candidates of before the seventh rule (2 cells, 1 nat)")
     parser.add_argument("--names", nargs="*", help="only these val scans (default: all)")
     args = parser.parse_args()
 
@@ -63,6 +66,10 @@ def main() -> None:
     cfg = load_config(args.config, [])
     dataset = build_dataset(cfg, "val", train=False)
     options = {**infer_options(cfg), "graph_cut_coarse_first": bool(args.two_pass)}
+    if args.old_candidates:
+        from pointmamba.evaluation import graph_cut
+
+        graph_cut.CANDIDATE_CELLS, graph_cut.CANDIDATE_NATS = 2, 1.0
     nc = cfg["data"]["num_classes"]
     variants = [(f"k{k:g}", {"graph_cut_density_power": k, "graph_cut_density_angles": False}) for k in args.powers]
     if args.angles:

@@ -106,8 +106,6 @@ def thin_points(coord: np.ndarray, index: np.ndarray, inverse: np.ndarray, max_p
             lo = mid
         else:
             hi = mid
-    key = voxel_keys(rows_coord, hi)
-    _, first = np.unique(key, return_index=True)
-    new_index = index[np.sort(first)]
+    new_index = index[grid_sample(rows_coord, hi)[0]]
     _, nearest = cKDTree(coord[new_index]).query(coord)
     return new_index, np.asarray(nearest, dtype=np.int64)

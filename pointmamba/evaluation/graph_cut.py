@@ -159,9 +159,9 @@ def graph_cut(probs: np.ndarray, vertices: np.ndarray, faces: np.ndarray, normal
     n = len(probs)
     edges = mesh_edges(faces, n)
     points = np.asarray(vertices, np.float64)
-    angle_scale = density_factor(points, edges, 1.0) if density_angles else 1.0
-    weights = edge_weights(points, np.asarray(normals, np.float64), edges, angle_scale)
-    smoothing = min(smoothing * density_factor(points, edges, density_power), MAX_SMOOTHING)
+    ratio = density_factor(points, edges, 1.0) if density_power or density_angles else 1.0  # edges measured once
+    weights = edge_weights(points, np.asarray(normals, np.float64), edges, ratio if density_angles else 1.0)
+    smoothing = min(smoothing * ratio ** density_power, MAX_SMOOTHING)
     # integer energies in 1/100 units (gco reads the raw buffers)
     unary_i = np.round(unary * 100).astype(np.int64)
     weights_i = np.clip(np.round(weights * smoothing * 100), 1, 2**30).astype(np.int64)

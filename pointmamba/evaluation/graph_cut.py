@@ -32,6 +32,8 @@ from typing import Callable
 
 import numpy as np
 
+from ..data.mesh import mesh_edges  # a mesh function; callers also find it here as graph_cut.mesh_edges
+
 REFERENCE_EDGE_MM = 0.677
 """Mean edge length (mm) of the densest decimated training scan (186 of ``../shared/data``: 0.678-1.18 mm).
 The cut's unary terms grow with the vertices per mm^2 and its cut costs with the edges crossed per mm, so
@@ -62,27 +64,6 @@ CANDIDATE_NATS = 3.0  # ... and every label whose cost is within this of its che
 # (6, 3.0) since 2026-11-26, (2, 1.0) before: with the smoothing scaled by density the narrower candidates
 # left the fine pass short of one cut's labels (split B at 16x the vertices 0.807 against 0.830 for one
 # cut; 6 and 3.0 score 0.830, at 0.43 of one cut's time on 201k vertices: docs/results/scan_density)
-
-
-def mesh_edges(faces: np.ndarray, num_vertices: int | None = None) -> np.ndarray:
-    """Unique undirected edges (E, 2) of a triangle mesh, smaller index first, sorted.
-
-    Deduplicated as a sparse adjacency matrix (a counting sort by the first vertex, then each vertex's
-    few neighbours): no sort of all 3F half-edges (``np.unique(axis=0)`` took 1.4 s for 400k faces,
-    this 0.05 s)."""
-    from scipy.sparse import csr_matrix
-
-    f = np.asarray(faces, dtype=np.int64)
-    if f.size == 0:
-        return np.zeros((0, 2), dtype=np.int64)
-    n = int(f.max()) + 1 if num_vertices is None else int(num_vertices)
-    a, b = f.T.reshape(-1), f[:, [1, 2, 0]].T.reshape(-1)
-    lo, hi = np.minimum(a, b), np.maximum(a, b)
-    keep = lo != hi
-    adjacency = csr_matrix((np.ones(int(keep.sum()), dtype=np.int8), (lo[keep], hi[keep])), shape=(n, n))
-    adjacency.sum_duplicates()  # sorts each row's columns and merges repeats
-    rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(adjacency.indptr))
-    return np.stack([rows, adjacency.indices.astype(np.int64)], 1)
 
 
 def edge_weights(vertices: np.ndarray, normals: np.ndarray, edges: np.ndarray, angle_scale: float = 1.0

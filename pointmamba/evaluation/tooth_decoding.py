@@ -160,7 +160,7 @@ def relabel_teeth(labels: np.ndarray, decoded: np.ndarray, faces: np.ndarray, ag
     from scipy.sparse import coo_matrix
     from scipy.sparse.csgraph import connected_components
 
-    from .graph_cut import mesh_edges
+    from ..data.mesh import mesh_edges
 
     labels = np.asarray(labels).copy()
     e = mesh_edges(faces)

@@ -282,7 +282,7 @@ def number_instances(instances: list[Instance], evidence: np.ndarray, gum_eviden
 
 
 def tooth_pieces(labels: np.ndarray, edges: np.ndarray) -> list[np.ndarray]:
-    """Connected pieces (mesh ``edges``, see :func:`.graph_cut.mesh_edges`) of vertices sharing one tooth
+    """Connected pieces (mesh ``edges``, see :func:`pointmamba.data.mesh.mesh_edges`) of vertices sharing one tooth
     label, as vertex-id arrays."""
     from scipy.sparse import coo_matrix
     from scipy.sparse.csgraph import connected_components
@@ -357,7 +357,7 @@ def number_teeth(labels: np.ndarray, probs: np.ndarray, aligned: np.ndarray, fac
         raise ValueError(f"number_teeth: jaw must be 'upper' or 'lower', got {jaw!r}")
     priors = priors or default_priors(jaw)
     labels = np.asarray(labels).copy()
-    from .graph_cut import mesh_edges
+    from ..data.mesh import mesh_edges
 
     edges = mesh_edges(faces)
     pieces = merge_fragments(tooth_pieces(labels, edges), edges, labels, aligned, min_vertices)

@@ -21,6 +21,7 @@ GCO_VERSION=3.0.9             # PyPI: binary wheels up to cp311 only; the device
 SPCONV=spconv-cu126==2.3.8    # its wheel bundles the CUDA 12.6 runtime (libcudart); cumm's also libnvrtc
 CUMM=cumm-cu126==0.7.11       # spconv-cu126 2.3.8 wants cumm-cu126 >=0.7.11,<0.8.0
 PURE_WHEELS="plyfile==1.1.5 pccm==0.4.16 ccimport==0.4.4 fire==0.7.1 lark termcolor"  # not in the device image
+BINARY_WHEELS="PyMaxflow==1.3.2"  # the cut's fine pass (evaluation/expansion.py); cp312 wheel, not in the image
 ARCH=${GPU_DAY_ARCH:-90}      # H100 / H200 (sm_90)
 ARCH_LIST=${GPU_DAY_ARCH_LIST:-9.0}
 PY=${PYTHON:-python3}
@@ -50,6 +51,9 @@ prepare() {
     say "pure wheels: $PURE_WHEELS"
     # shellcheck disable=SC2086
     "$venv/pip" download -q --no-deps $DEVICE_WHEEL_TAGS -d "$CARRY/pkgs" $PURE_WHEELS
+    say "binary wheels for the device's Python 3.12: $BINARY_WHEELS"
+    # shellcheck disable=SC2086
+    "$venv/pip" download -q --no-deps $DEVICE_WHEEL_TAGS -d "$CARRY/pkgs" $BINARY_WHEELS
     # a call carries 64 MiB with the working tree: the spconv wheel alone is 70 MB. Each wheel is unpacked
     # (a wheel's files are its installed tree) and packed as .tar.xz (-9: spconv 22 MB, cumm 18 MB), cumm
     # with call 1's packages, spconv alone with call 2.
@@ -66,8 +70,9 @@ prepare() {
     rm -rf "$tmp"
     local scans=${GPU_DAY_SCANS:-$ROOT/../shared/data/scans}
     if [ -d "$scans" ]; then
-        say "scans MSN001-MSN008 (training) and MSN021 (held out) from $scans"
-        for id in MSN001 MSN002 MSN003 MSN004 MSN005 MSN006 MSN007 MSN008 MSN021; do
+        # four scans: with the working tree (41 MB) and pkgs (20 MB) call 1 fits in 64 MiB
+        say "scans MSN001-MSN003 (training) and MSN021 (held out) from $scans"
+        for id in MSN001 MSN002 MSN003 MSN021; do
             cp -r "$scans/$id" "$CARRY/scans/"
         done
         chmod -R u+w "$CARRY/scans"
@@ -78,7 +83,10 @@ prepare() {
     say "carry [\".gpu_day/pkgs\", \".gpu_day/scans\"] with 'start' and [\".gpu_day/spconv\"] with 'extensions'"
 }
 
-running() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+# A job is running while its pid file exists and its .rc file does not. Not kill -0 on the pid: each device
+# call may run in its own pid namespace, where a job started by an earlier call is invisible though alive
+# (seen on the first GPU day: 'extensions' took the causal-conv1d build for finished and went on without it).
+running() { [ -f "$1" ] && [ ! -f "${1%.pid}.rc" ]; }
 
 # wait until none of the given pid files names a live process, or the deadline
 wait_for() {
@@ -111,6 +119,7 @@ check_in_background() {
     local name=$1
     shift
     say "gpu_check ($name) in the background: $*"
+    rm -f "$STATE/check_$name.rc"  # a rerun's job is running until it writes its own
     (cd "$ROOT" && PYTHONPATH=$SITE PYTHONUNBUFFERED=1 setsid nohup \
         bash -c "$PY bench/gpu_check.py --json $RESULTS/gpu_check_$name.json --work-dir $STATE/work_$name $*; echo \$? > $STATE/check_$name.rc" \
         > "$STATE/logs/check_$name.log" 2>&1 < /dev/null & echo $! > "$STATE/check_$name.pid")
@@ -127,7 +136,7 @@ start() {
     $PY -m pip install -q --no-index --no-deps --no-compile --upgrade --target "$SITE" "$STATE"/pkgs/*.whl
     $PY -m pip install -q --no-index --no-deps --no-build-isolation --upgrade --target "$SITE" "$STATE"/pkgs/gco?wrapper-*.tar.gz
     tar -xJf "$STATE/pkgs/cumm-site.tar.xz" -C "$SITE"  # spconv's runtime half (spconv itself comes with call 2)
-    PYTHONPATH=$SITE $PY -c "import gco, plyfile; print('gco and plyfile import')"
+    PYTHONPATH=$SITE $PY -c "import gco, maxflow, plyfile; print('gco, maxflow and plyfile import')"
 
     say "mamba-ssm and causal-conv1d for sm_$ARCH only, MAX_JOBS=16, in the background (logs/build_*.log)"
     for pkg in "mamba_ssm-$MAMBA_VERSION" "causal_conv1d-$CAUSAL_VERSION"; do
@@ -171,7 +180,8 @@ for name in ("mamba_ssm.ops.selective_scan_interface", "causal_conv1d", "spconv.
 EOF
     say "waiting for the torch-native check to finish (one check at a time on the GPU)"
     wait_for "$STATE/check_torch.pid" || { collect; return 0; }
-    check_in_background ext --where cuda-ext --scans "$STATE/scans"
+    # GPU_DAY_EXT_SECTIONS (e.g. "backends agreement speed") shortens this check where device time is short
+    check_in_background ext --where cuda-ext --scans "$STATE/scans" ${GPU_DAY_EXT_SECTIONS:+--sections $GPU_DAY_EXT_SECTIONS}
     wait_for "$STATE/check_ext.pid" || true
     collect
 }

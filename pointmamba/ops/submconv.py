@@ -279,7 +279,13 @@ def _spconv_conv(feat: Tensor, point: PointBatch, weight: Tensor, bias: Tensor |
         holder[k] = module
     site, num_sites, rep = _sites_of(point)
     cache = _cache(point)
-    x = cache.get("spconv")
+    # spconv builds a submanifold conv's backward pairs only in training mode and reuses whatever pairs
+    # its indice_key holds: pairs made without grad, reused with grad, fail in backward ("!indices.empty()",
+    # seen on an H200 when one batch went through a model without grad, then another with). One cached
+    # tensor per mode.
+    training = torch.is_grad_enabled()
+    key = ("spconv", training)
+    x = cache.get(key)
     site_feat = _to_sites(feat, site, num_sites).contiguous()
     if x is None:
         indices = torch.cat([point.batch[rep, None], point.grid_coord[rep]], 1).int().contiguous()
@@ -287,10 +293,10 @@ def _spconv_conv(feat: Tensor, point: PointBatch, weight: Tensor, bias: Tensor |
         x = spconv.SparseConvTensor(site_feat, indices, shape, point.num_samples)
     else:
         x = x.replace_feature(site_feat)
-    module.train(torch.is_grad_enabled())
+    module.train(training)
     params = {"weight": weight} if bias is None else {"weight": weight, "bias": bias}
     out = torch.func.functional_call(module, params, (x,))
-    cache["spconv"] = out  # carries the indice pairs (indice_key) for the next conv at this resolution
+    cache[key] = out  # carries the indice pairs (indice_key) for the next conv at this resolution
     return out.features if site is None else out.features[site]
 
 

@@ -49,6 +49,9 @@ DATA_DEFAULTS: dict[str, Any] = {
     # missing-tooth augmentation (pointmamba/data/missing_teeth.py): false (off), true (its defaults) or a
     # mapping with its keys; training only, identity-labelled arches only
     "missing_teeth": False,
+    # training scans drawn more than once an epoch, {<ID>_<jaw> or <ID>: times}, each draw with its own
+    # augmentation (pointmamba/data/repeated_scans.py): rare kinds of arch seen more often; {}: off
+    "scan_repeats": {},
 }
 
 TRAIN_DEFAULTS: dict[str, Any] = {
@@ -347,6 +350,15 @@ def resolve_missing_teeth(value: Any) -> dict[str, Any] | None:
     return {} if value is True else dict(value)
 
 
+def _validate_scan_repeats(value: Any) -> None:
+    from .data.repeated_scans import check_scan_repeats
+
+    try:
+        check_scan_repeats(value)
+    except ValueError as exc:
+        raise ConfigError(f"config key {exc}") from None
+
+
 def _validate_augment(value: Any) -> None:
     # resolve_augment: value checks (ranges, modes) by the class that applies them
     _validate_switch("data.augment", value, augment_defaults(), resolve_augment, "Augment")
@@ -388,6 +400,7 @@ def _validate_shape_model(value: Any) -> None:
 # keys whose value is not simply of its default's type: each checked by its own function
 _SPECIAL = {"data.root": _validate_root, "data.augment": _validate_augment,
             "data.missing_teeth": _validate_missing_teeth, "infer.shape_weight": _validate_shape_weight,
+            "data.scan_repeats": _validate_scan_repeats,
             "infer.shape_model": _validate_shape_model,
             "infer.tooth_weight": lambda value: _validate_shape_weight(value, "infer.tooth_weight")}
 

@@ -303,11 +303,15 @@ class Teeth3DSDataset:
             yield i, aligned, d["labels"].astype(np.int64), str(d["jaw"])
 
     def __getitem__(self, index: int) -> dict[str, Any]:
+        return self.item(index, self.rng(index))
+
+    def item(self, index: int, rng: np.random.Generator) -> dict[str, Any]:
+        """Item ``index`` drawn with ``rng`` (``ds[i]`` is ``ds.item(i, ds.rng(i))``)."""
         if not 0 <= index < len(self):
             raise IndexError(f"index {index} out of range for {len(self)} scans")
         identities = self.labels_are_identities(index)
         item = make_item(self.preprocessed(index), self.names[index], self.num_classes, self.grid_size,
-                         self.align, self.mode, self.rng(index), self.augment, self.max_points,
+                         self.align, self.mode, rng, self.augment, self.max_points,
                          jaw_feature=self.jaw_feature, missing_teeth=self.missing_teeth if identities else None,
                          coord_feature=self.coord_feature)
         item["weight"] = 1.0 if identities else self.position_label_weight

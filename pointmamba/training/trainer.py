@@ -124,7 +124,12 @@ class Trainer:
                 ensure_data(cfg, self.log)
             barrier(self.dist)
             self.train_set = build_dataset(cfg, "train", train=True)
-            self.train_loader = build_loader(self.train_set, cfg, train=True, dist=self.dist)
+            drawn = self.train_set
+            if cfg["data"]["scan_repeats"]:
+                from ..data.repeated_scans import RepeatedScans
+
+                drawn = RepeatedScans(self.train_set, cfg["data"]["scan_repeats"])
+            self.train_loader = build_loader(drawn, cfg, train=True, dist=self.dist)
             self.val_loader = None
             val_set = None
             if t["val_interval"] > 0 and (cfg["data"]["val_names"] is not None or self._split_exists("val")):
@@ -275,7 +280,9 @@ class Trainer:
     def train(self) -> dict[str, Any]:
         """Run the remaining epochs; returns the last epoch's record."""
         t = self.cfg["train"]
-        self.log(f"training on {self.device} ({self.dist.world_size} process(es)), {len(self.train_set)} scans, "
+        drawn = len(self.train_loader.dataset)
+        extra = f" ({drawn} draws an epoch, data.scan_repeats)" if drawn != len(self.train_set) else ""
+        self.log(f"training on {self.device} ({self.dist.world_size} process(es)), {len(self.train_set)} scans{extra}, "
                  f"{self.steps_per_epoch} steps/epoch, work dir {self.work_dir}")
         record: dict[str, Any] = {}
         self._call("before_train")

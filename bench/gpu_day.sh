@@ -88,7 +88,7 @@ prepare() {
 # (seen on the first GPU day: 'extensions' took the causal-conv1d build for finished and went on without it).
 running() { [ -f "$1" ] && [ ! -f "${1%.pid}.rc" ]; }
 
-# wait until none of the given pid files names a live process, or the deadline
+# wait until none of the given pid files names a running job, or the deadline
 wait_for() {
     while :; do
         local busy=""

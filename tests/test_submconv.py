@@ -3,10 +3,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-import torch.nn.functional as F
 
 from pointmamba.ops.submconv import SubMConv3d, build_neighbour_map, neighbour_map, sparse_conv
 from pointmamba.structure import PointBatch
+
+from support.dense_conv import dense_conv3d
 
 
 def _random_sites(gen: torch.Generator, sizes: list[int], extent: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -17,16 +18,6 @@ def _random_sites(gen: torch.Generator, sizes: list[int], extent: int) -> tuple[
         coords.append(torch.stack([flat // extent**2, (flat // extent) % extent, flat % extent], 1))
         batch.append(torch.full((n,), b))
     return torch.cat(coords), torch.cat(batch)
-
-
-def _dense_reference(feat: torch.Tensor, grid: torch.Tensor, batch: torch.Tensor, weight: torch.Tensor,
-                     bias: torch.Tensor, extent: int) -> torch.Tensor:
-    num, cin = int(batch.max()) + 1, feat.shape[1]
-    dense = feat.new_zeros(num, extent, extent, extent, cin)
-    dense = dense.index_put((batch, grid[:, 0], grid[:, 1], grid[:, 2]), feat)
-    w = weight.permute(0, 4, 1, 2, 3)  # (Cout, kx, ky, kz, Cin) -> conv3d's (Cout, Cin, kx, ky, kz)
-    out = F.conv3d(dense.permute(0, 4, 1, 2, 3), w, bias, padding=weight.shape[1] // 2)
-    return out.permute(0, 2, 3, 4, 1)[batch, grid[:, 0], grid[:, 1], grid[:, 2]]
 
 
 @pytest.mark.parametrize("k", [3, 5])
@@ -42,7 +33,7 @@ def test_matches_dense_conv3d_forward_and_grads(k: int) -> None:
     weight = torch.randn(cout, k, k, k, cin, generator=gen, dtype=torch.float64, requires_grad=True)
     bias = torch.randn(cout, generator=gen, dtype=torch.float64, requires_grad=True)
     out = sparse_conv(feat, point, weight, bias)
-    ref = _dense_reference(feat, grid, batch, weight, bias, extent)
+    ref = dense_conv3d(feat, grid, batch, weight, bias, (extent,) * 3)
     torch.testing.assert_close(out, ref, rtol=1e-10, atol=1e-10)
     g = torch.randn(out.shape, generator=gen, dtype=torch.float64)
     grads = torch.autograd.grad(out, (feat, weight, bias), g)

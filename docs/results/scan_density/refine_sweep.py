@@ -29,7 +29,7 @@ def smooth_new_vertices(points: np.ndarray, faces: np.ndarray, fixed: int, itera
     mean."""
     from scipy.sparse import csr_matrix
 
-    from pointmamba.evaluation.graph_cut import mesh_edges
+    from pointmamba.data.mesh import mesh_edges
 
     e = mesh_edges(faces, len(points))
     n = len(points)

@@ -46,6 +46,9 @@ DATA_DEFAULTS: dict[str, Any] = {
     # the loss, and only their complete arches get missing-tooth augmentation
     "position_label_roots": [],
     "position_label_weight": 1.0,
+    # a complete position-labelled arch whose premolar is as wide as a molar (a closed extraction, counted)
+    # gets identity numbers: the molars 6-8 (pointmamba/data/closed_extractions.py); false: labels as read
+    "relabel_closed_extractions": False,
     # missing-tooth augmentation (pointmamba/data/missing_teeth.py): false (off), true (its defaults) or a
     # mapping with its keys; training only, identity-labelled arches only
     "missing_teeth": False,

@@ -113,7 +113,9 @@ class Teeth3DSDataset:
     Labels: scans under ``position_label_roots`` are labelled by position along the arch, not by
     identity (see ``../shared/data/README.md``); those whose arch misses a tooth weigh
     ``position_label_weight`` in the loss (item key ``weight``), and only complete ones are given to
-    ``missing_teeth`` (a :class:`MissingTeeth` config, None: off).
+    ``missing_teeth`` (a :class:`MissingTeeth` config, None: off). With ``relabel_closed_extractions``
+    a complete position-labelled arch with a closed premolar extraction gets identity numbers
+    (:mod:`.closed_extractions`; the ``relabelled`` dict lists each such scan's map once it is loaded).
 
     ``num_classes`` 17 or 33 (see :mod:`pointmamba.data.fdi`); ``grid_size`` in mm (None/0: every
     vertex); ``max_points`` caps the rows; ``augment`` a dict for :class:`Augment` (None: off);
@@ -151,6 +153,7 @@ class Teeth3DSDataset:
         position_label_weight: float = 1.0,
         missing_teeth: Mapping[str, Any] | None = None,
         coord_feature: bool = True,
+        relabel_closed_extractions: bool = False,
     ) -> None:
         self.roots = data_roots(root)
         self.root = self.roots[0]  # where split files live by default
@@ -179,6 +182,9 @@ class Teeth3DSDataset:
         self.coord_feature = bool(coord_feature)
         self.missing_teeth = MissingTeeth(missing_teeth) if missing_teeth is not None else None
         self.position_label_weight = float(position_label_weight)
+        self.relabel_closed_extractions = bool(relabel_closed_extractions)
+        self.relabelled: dict[str, dict[int, int]] = {}  # scan name -> its label map (non-empty ones only)
+        self._label_maps: dict[str, dict[int, int]] = {}
         self._memory: dict[str, dict[str, np.ndarray]] = {}
         self.epoch = 0
 
@@ -265,9 +271,27 @@ class Teeth3DSDataset:
                 buf = io.BytesIO()
                 np.savez(buf, **data)
                 atomic_write(cache, buf.getvalue())
+        if self.relabel_closed_extractions and not self.identity_labels[index] and "labels" in data:
+            data = self._relabel(name, data)
         if self.in_memory:
             self._memory[name] = data
         return data
+
+    def _relabel(self, name: str, data: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """``data`` with a closed extraction's position labels turned into identities (the cache file
+        keeps the labels as read)."""
+        from .closed_extractions import apply_map, closed_extraction_map
+        from .mesh import apply_transform
+
+        if name not in self._label_maps:
+            aligned = apply_transform(data["vertices"].astype(np.float64) + data["origin"], data["transform"])
+            self._label_maps[name] = closed_extraction_map(aligned, data["labels"], str(data["jaw"]))
+            if self._label_maps[name]:
+                self.relabelled[name] = self._label_maps[name]
+        mapping = self._label_maps[name]
+        if not mapping:
+            return data
+        return {**data, "labels": apply_map(data["labels"], mapping).astype(data["labels"].dtype)}
 
     def prepare(self, progress: bool = True) -> None:
         """Fill the cache for every scan now (with a progress bar)."""
@@ -279,11 +303,13 @@ class Teeth3DSDataset:
     # ------------------------------------------------------------------ items
     def labels_are_identities(self, index: int) -> bool:
         """Whether scan ``index``'s labels name each tooth by what it is: an identity-labelled root, or
-        a complete arch (positions 1..7 on both sides) from a position-labelled one."""
+        a complete arch (positions 1..7 on both sides) from a position-labelled one, or one relabelled
+        as a closed extraction."""
         if self.identity_labels[index]:
             return True
         d = self.preprocessed(index)
-        return "labels" in d and arch_is_complete(d["labels"], str(d["jaw"]) or None)
+        return "labels" in d and (self.names[index] in self.relabelled
+                                  or arch_is_complete(d["labels"], str(d["jaw"]) or None))
 
     def identity_arches(self, progress: bool = True, desc: str = "arches"
                         ) -> Iterator[tuple[int, np.ndarray, np.ndarray, str]]:

@@ -161,6 +161,14 @@ class Trainer:
             noisy = [n for i, n in enumerate(self.train_set.names) if not self.train_set.labels_are_identities(i)]
             self.log(f"{len(noisy)} training scan(s) labelled by position with teeth missing (loss weight "
                      f"{d['position_label_weight']}, no missing-tooth augmentation): {', '.join(noisy) or 'none'}")
+        if d["relabel_closed_extractions"]:
+            for i in range(len(self.train_set)):
+                self.train_set.preprocessed(i)  # fills train_set.relabelled
+            done = self.train_set.relabelled
+            self.log(f"{len(done)} training scan(s) relabelled as closed extractions "
+                     "(data.relabel_closed_extractions): "
+                     + ("; ".join(f"{n} " + " ".join(f"{a}->{b}" for a, b in m.items()) for n, m in done.items())
+                        or "none"))
 
     def build_model(self, init_from: str | None = None) -> None:
         """``net`` (optionally with fine-tuning weights) and ``model`` (DDP-wrapped under torchrun)."""

@@ -1,0 +1,60 @@
+"""Position labels of an arch with a closed premolar extraction, turned into tooth identities.
+
+The MSN labels of ``../shared/data/scans`` number teeth by position along the arch. An adult arch from
+which a premolar was taken out and the space closed (as orthodontists do) has only one premolar on that
+side, and its first molar stands at position 5: counted, every molar carries the number of the tooth in
+front of it, and the arch still looks complete (positions 1..7). Trained on such labels, a network learns
+to count where it should name the teeth, which is how the 3D-IOSSeg extraction arches get numbered one
+position forward.
+
+Such a side is told by its widths: a "premolar" (position 4 or 5) as wide as a molar. Measured on the 49
+MSN/MLEX arches with :func:`~pointmamba.evaluation.tooth_numbering.measure_instances` (the width the
+numbering uses): premolars 5.1-8.1 mm, and four arches whose position 5 measured 9.2-10.5 mm, each followed
+by two more molar-sized teeth (MSN002_upper, MSN007_lower, MSN015_upper both sides; MSN023_upper on its
+right side). Such a side's teeth behind the canine move back: the lone premolar becomes the second premolar
+(the first premolar is the one orthodontists usually extract), the molars become 6, 7 and 8.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .missing_teeth import arch_is_complete
+
+# mm: a premolar at least this wide along the arch is a molar (see the module doc: 8.1 vs 9.2 mm)
+MOLAR_MM = 9.0
+
+
+def closed_extraction_map(aligned: np.ndarray, labels: np.ndarray, jaw: str, molar_mm: float = MOLAR_MM
+                          ) -> dict[int, int]:
+    """FDI number -> identity number for the teeth of a complete position-labelled arch with a closed
+    extraction on one or both sides ({} where there is none, or where the arch is not complete: its
+    positions are not known to be in place). ``aligned`` (V, 3) its vertices in the canonical frame."""
+    from ..evaluation.tooth_numbering import measure_instances
+
+    labels = np.asarray(labels)
+    if not arch_is_complete(labels, jaw):
+        return {}
+    teeth = [int(t) for t in np.unique(labels) if t > 0]
+    instances, _ = measure_instances(np.asarray(aligned, dtype=np.float64),
+                                     [np.flatnonzero(labels == t) for t in teeth])
+    width = {teeth[inst.key]: inst.width for inst in instances}
+    mapping: dict[int, int] = {}
+    for quadrant in ((1, 2) if jaw == "upper" else (3, 4)):
+        wide = [p for p in (4, 5) if width.get(10 * quadrant + p, 0.0) >= molar_mm]
+        if not wide:
+            continue
+        shift = 6 - wide[0]  # the first molar-sized tooth becomes the first molar
+        behind = sorted(t % 10 for t in teeth if t // 10 == quadrant and t % 10 >= 4)
+        if behind[-1] + shift > 8:  # no number left for the last molar: not this pattern
+            continue
+        mapping.update({10 * quadrant + p: 10 * quadrant + p + shift for p in behind})
+    return mapping
+
+
+def apply_map(labels: np.ndarray, mapping: dict[int, int]) -> np.ndarray:
+    """``labels`` with each FDI number in ``mapping`` replaced (all at once: 35->36 and 36->37 together)."""
+    labels = np.asarray(labels)
+    out = labels.copy()
+    for old, new in mapping.items():
+        out[labels == old] = new
+    return out

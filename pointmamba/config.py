@@ -133,9 +133,9 @@ INFER_DEFAULTS: dict[str, Any] = {
     "graph_cut_smoothing": 3.0,  # weight of the cut cost against -log p (1 / 2 / 3 measured; 3 best on both)
     # on a mesh finer than the training scans (mean edge < 0.677 mm) the smoothing grows by (0.677 / mean
     # edge)^k, so it smooths about as much per mm as on them (evaluation/graph_cut.py). The val scans of
-    # both splits at 4x / 16x their vertices: k = 2 lifts the per-scan mean 0.797 -> 0.820 / 0.763 -> 0.807
-    # (split B, two passes; chosen on split A: docs/results/scan_density); no decimated scan changes. 0: the
-    # old cut
+    # both splits at 4x / 16x their vertices: k = 2 lifts split B's per-scan mean 0.797 -> 0.820 / 0.763 ->
+    # 0.807 alone, 0.826 / 0.830 with the wider candidates of the two-pass cut (chosen on split A:
+    # docs/results/scan_density); no decimated scan changes. 0: the old cut
     "graph_cut_density_power": 2.0,
     # there, also each angle between neighbouring normals x (0.677 / mean edge): a crease as sharp per edge
     # as on the training scans (docs/results/scan_density); false: the angles as measured

@@ -47,7 +47,8 @@ DATA_DEFAULTS: dict[str, Any] = {
     "position_label_roots": [],
     "position_label_weight": 1.0,
     # a complete position-labelled arch whose premolar is as wide as a molar (a closed extraction, counted)
-    # gets identity numbers: the molars 6-8 (pointmamba/data/closed_extractions.py); false: labels as read
+    # gets identity numbers: the molars 6-8 (pointmamba/data/closed_extractions.py); false: labels as read.
+    # Measured on both splits: no gain (docs/results/numbering), so off
     "relabel_closed_extractions": False,
     # missing-tooth augmentation (pointmamba/data/missing_teeth.py): false (off), true (its defaults) or a
     # mapping with its keys; training only, identity-labelled arches only

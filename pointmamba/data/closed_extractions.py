@@ -13,6 +13,10 @@ numbering uses): premolars 5.1-8.1 mm, and four arches whose position 5 measured
 by two more molar-sized teeth (MSN002_upper, MSN007_lower, MSN015_upper both sides; MSN023_upper on its
 right side). Such a side's teeth behind the canine move back: the lone premolar becomes the second premolar
 (the first premolar is the one orthodontists usually extract), the molars become 6, 7 and 8.
+
+Measured (``docs/results/numbering/README.md``, seed 1, both splits): no gain, so ``data.relabel_closed_extractions``
+is off by default. The 3D-IOSSeg labels number the same pattern both ways (13 sides identity, 18 counted),
+and the network's reading of a lone premolar beside the canine did not move.
 """
 from __future__ import annotations
 

@@ -70,7 +70,7 @@ def test_real_sample_arches_are_left_alone(tmp_path: Path) -> None:
     ds = Teeth3DSDataset(SAMPLES, split="all", position_label_roots=[SAMPLES], relabel_closed_extractions=True,
                          cache_dir=tmp_path, grid_size=None)
     assert all(ds.labels_are_identities(i) for i in range(len(ds)))
-    assert ds.relabelled == {}
+    assert ds.relabelled() == {}
 
 
 def _write_counted_extraction(root: Path) -> np.ndarray:
@@ -89,12 +89,12 @@ def test_config_to_dataset_path(tmp_path: Path) -> None:
     on = build_dataset(load_config(None, base + ["data.relabel_closed_extractions=true"]), "train", train=True)
     item = on[0]
     np.testing.assert_array_equal(item["vertex_segment"], fdi_to_class(truth, "lower", 17))
-    assert on.relabelled == {"X001_lower": {34: 35, 35: 36, 36: 37, 37: 38, 44: 45, 45: 46, 46: 47, 47: 48}}
+    assert on.relabelled() == {"X001_lower": {34: 35, 35: 36, 36: 37, 37: 38, 44: 45, 45: 46, 46: 47, 47: 48}}
     assert on.labels_are_identities(0) and item["weight"] == 1.0
     # off (the default), from the same cache: the labels as read, a complete arch by its positions
     off = build_dataset(load_config(None, base), "train", train=True)
     np.testing.assert_array_equal(off.preprocessed(0)["labels"], counted(truth))
-    assert off.relabelled == {} and off.labels_are_identities(0)
+    assert off.relabelled() == {} and off.labels_are_identities(0)
 
 
 def test_identity_roots_are_never_relabelled(tmp_path: Path) -> None:
@@ -104,4 +104,4 @@ def test_identity_roots_are_never_relabelled(tmp_path: Path) -> None:
                          grid_size=None)
     np.testing.assert_array_equal(ds.preprocessed(0)["labels"], counted(synthetic_jaw(
         1, "lower", 12000, missing=[34, 44], pose="random").labels))
-    assert ds.relabelled == {}
+    assert ds.relabelled() == {}

@@ -44,7 +44,7 @@ def closed_extraction_map(aligned: np.ndarray, labels: np.ndarray, jaw: str, mol
     width = {teeth[inst.key]: inst.width for inst in instances}
     mapping: dict[int, int] = {}
     for quadrant in ((1, 2) if jaw == "upper" else (3, 4)):
-        wide = [p for p in (4, 5) if width.get(10 * quadrant + p, 0.0) >= molar_mm]
+        wide = [p for p in (4, 5) if width[10 * quadrant + p] >= molar_mm]  # complete: both present
         if not wide:
             continue
         shift = 6 - wide[0]  # the first molar-sized tooth becomes the first molar

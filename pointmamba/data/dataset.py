@@ -115,7 +115,7 @@ class Teeth3DSDataset:
     ``position_label_weight`` in the loss (item key ``weight``), and only complete ones are given to
     ``missing_teeth`` (a :class:`MissingTeeth` config, None: off). With ``relabel_closed_extractions``
     a complete position-labelled arch with a closed premolar extraction gets identity numbers
-    (:mod:`.closed_extractions`; the ``relabelled`` dict lists each such scan's map once it is loaded).
+    (:mod:`.closed_extractions`; :meth:`relabelled` lists each such scan's map).
 
     ``num_classes`` 17 or 33 (see :mod:`pointmamba.data.fdi`); ``grid_size`` in mm (None/0: every
     vertex); ``max_points`` caps the rows; ``augment`` a dict for :class:`Augment` (None: off);
@@ -183,8 +183,7 @@ class Teeth3DSDataset:
         self.missing_teeth = MissingTeeth(missing_teeth) if missing_teeth is not None else None
         self.position_label_weight = float(position_label_weight)
         self.relabel_closed_extractions = bool(relabel_closed_extractions)
-        self.relabelled: dict[str, dict[int, int]] = {}  # scan name -> its label map (non-empty ones only)
-        self._label_maps: dict[str, dict[int, int]] = {}
+        self._label_maps: dict[str, dict[int, int]] = {}  # scan name -> its closed-extraction map ({}: none)
         self._memory: dict[str, dict[str, np.ndarray]] = {}
         self.epoch = 0
 
@@ -286,12 +285,20 @@ class Teeth3DSDataset:
         if name not in self._label_maps:
             aligned = apply_transform(data["vertices"].astype(np.float64) + data["origin"], data["transform"])
             self._label_maps[name] = closed_extraction_map(aligned, data["labels"], str(data["jaw"]))
-            if self._label_maps[name]:
-                self.relabelled[name] = self._label_maps[name]
         mapping = self._label_maps[name]
         if not mapping:
             return data
         return {**data, "labels": apply_map(data["labels"], mapping).astype(data["labels"].dtype)}
+
+    def relabelled(self) -> dict[str, dict[int, int]]:
+        """Each scan relabelled as a closed extraction and its FDI map (empty with the switch off). Scans
+        not loaded yet are loaded now; their maps are computed once."""
+        if not self.relabel_closed_extractions:
+            return {}
+        for i, name in enumerate(self.names):
+            if name not in self._label_maps and not self.identity_labels[i]:
+                self.preprocessed(i)
+        return {name: m for name, m in self._label_maps.items() if m}
 
     def prepare(self, progress: bool = True) -> None:
         """Fill the cache for every scan now (with a progress bar)."""
@@ -308,7 +315,7 @@ class Teeth3DSDataset:
         if self.identity_labels[index]:
             return True
         d = self.preprocessed(index)
-        return "labels" in d and (self.names[index] in self.relabelled
+        return "labels" in d and (bool(self._label_maps.get(self.names[index]))
                                   or arch_is_complete(d["labels"], str(d["jaw"]) or None))
 
     def identity_arches(self, progress: bool = True, desc: str = "arches"

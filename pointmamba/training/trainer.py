@@ -162,9 +162,7 @@ class Trainer:
             self.log(f"{len(noisy)} training scan(s) labelled by position with teeth missing (loss weight "
                      f"{d['position_label_weight']}, no missing-tooth augmentation): {', '.join(noisy) or 'none'}")
         if d["relabel_closed_extractions"]:
-            for i in range(len(self.train_set)):
-                self.train_set.preprocessed(i)  # fills train_set.relabelled
-            done = self.train_set.relabelled
+            done = self.train_set.relabelled()
             self.log(f"{len(done)} training scan(s) relabelled as closed extractions "
                      "(data.relabel_closed_extractions): "
                      + ("; ".join(f"{n} " + " ".join(f"{a}->{b}" for a, b in m.items()) for n, m in done.items())

@@ -1,0 +1,146 @@
+#!/usr/bin/env bash
+# Train numbering-recipe networks on a lent GPU within one device call (docs/gpu_runbook.md, "Training").
+#
+#   bash bench/gpu_train.sh prepare                  # HERE: ../shared/data (scans, iosseg) into .gpu_train/
+#   bash bench/gpu_train.sh run NAME:CONFIG[:key=value,...] ...   # DEVICE, carry [".gpu_train"]
+#
+# 'run' unpacks the data beside the checkout (../shared/data, where the configs look), fills the
+# preprocessing cache, then times a probe: every run at once for GPU_TRAIN_PROBE_STEPS steps. From the
+# slowest probe's seconds per step it sets the epochs that fit in what is left of GPU_TRAIN_SECONDS
+# (at most GPU_TRAIN_MAX_EPOCHS; GPU_TRAIN_EPOCHS fixes them instead, and a run whose own settings name
+# train.epochs keeps them, capped to what fits). All runs then train side by side. Each one's
+# float16 model file (tools/export_model.py), train.log and metrics.jsonl come back under $OUT. Seeds, data
+# and every other setting are the config's: a CUDA run differs from a CPU one only by bf16 autocast
+# (train.amp) and the GPU's arithmetic.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+CARRY=$ROOT/.gpu_train
+STATE=${GPU_TRAIN_STATE:-/tmp/pm_gpu_train}
+PY=${PYTHON:-python3}
+START=$(date +%s)
+BUDGET=${GPU_TRAIN_SECONDS:-540}          # the whole call, inside the device's 600 s
+PROBE_STEPS=${GPU_TRAIN_PROBE_STEPS:-40}
+MAX_EPOCHS=${GPU_TRAIN_MAX_EPOCHS:-84}
+WORKERS=${GPU_TRAIN_WORKERS:-4}           # DataLoader workers per run (16 cores: 3 runs x 4 + the mains)
+EXPORT_S=40                                # export and copy at the end
+
+say() { echo "[gpu_train $(date +%H:%M:%S) +$(( $(date +%s) - START ))s] $*"; }
+
+prepare() {
+    local data=${GPU_TRAIN_DATA:-$ROOT/../shared/data}
+    [ -d "$data/scans" ] && [ -d "$data/iosseg" ] || { echo "error: $data/scans or $data/iosseg missing" >&2; exit 1; }
+    mkdir -p "$CARRY"
+    say "packing $data/{scans,iosseg} into .gpu_train/data.tar.xz"
+    tar -C "$data" -cf - scans iosseg | xz -6 -T0 > "$CARRY/data.tar.xz"
+    du -sh "$CARRY"/* | sed 's/^/  /'
+    say "the shipped model (28 MB) must stay behind to fit 64 MiB: move pointmamba/pretrained/*.pth aside for the call"
+}
+
+# train NAME CONFIG SETTINGS... (in the background; pid in $STATE/NAME.pid)
+train() {
+    local name=$1 config=$2
+    shift 2
+    rm -rf "${STATE:?}/$name"
+    # a child of this shell, so that 'wait' returns its exit status
+    (cd "$ROOT" && PYTHONUNBUFFERED=1 OMP_NUM_THREADS=2 exec $PY tools/train.py --config "$config" --work-dir "$STATE/$name" \
+        --set train.progress=false "data.num_workers=$WORKERS" "$@" > "$STATE/$name.out" 2>&1) &
+    echo $! > "$STATE/$name.pid"
+}
+
+wait_all() {
+    local rc=0
+    for f in "$STATE"/*.pid; do
+        wait "$(cat "$f")" 2>/dev/null || rc=1
+        rm -f "$f"
+    done
+    return $rc
+}
+
+run() {
+    [ $# -ge 1 ] || { echo "usage: bash bench/gpu_train.sh run NAME:CONFIG[:key=value,...] ..." >&2; exit 2; }
+    [ -f "$CARRY/data.tar.xz" ] || { echo "error: $CARRY/data.tar.xz missing: run 'prepare' here and carry .gpu_train" >&2; exit 1; }
+    mkdir -p "$STATE" "${OUT:-$STATE/out}"
+    local out=${OUT:-$STATE/out} data=$ROOT/../shared/data
+    say "$($PY -c 'import torch; print("torch", torch.__version__, "CUDA", torch.version.cuda, torch.cuda.get_device_name(0))')"
+    if [ ! -d "$data/iosseg" ]; then
+        mkdir -p "$data" && tar -xJf "$CARRY/data.tar.xz" -C "$data"
+    fi
+    say "data in $(cd "$data" && pwd): $(ls "$data/scans" | wc -l) + $(ls "$data/iosseg" | wc -l) patients; filling the cache"
+    (cd "$ROOT" && $PY -c "
+from pointmamba.data.dataset import Teeth3DSDataset
+Teeth3DSDataset(['../shared/data/scans', '../shared/data/iosseg'], split='all').prepare(progress=False)")
+
+    local names=() configs=() settings=()
+    for spec in "$@"; do
+        IFS=: read -r name config extra <<< "$spec"
+        names+=("$name"); configs+=("$config"); settings+=("${extra//,/ }")
+    done
+
+    say "probe: ${#names[@]} run(s) side by side, $PROBE_STEPS steps each"
+    for i in "${!names[@]}"; do
+        # shellcheck disable=SC2086
+        train "probe_${names[$i]}" "${configs[$i]}" ${settings[$i]} train.epochs=1 \
+            "train.max_steps_per_epoch=$PROBE_STEPS" train.val_interval=0
+    done
+    wait_all || { tail -30 "$STATE"/probe_*.out; exit 1; }
+    # seconds per step (the slowest run) and steps per epoch (the most) from the probes' logs
+    read -r s_step steps <<< "$($PY - "$STATE" "$PROBE_STEPS" "${names[@]}" <<'EOF'
+import json, re, sys
+state, probe_steps, names = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+s_step = steps = 0.0
+for n in names:
+    rec = [json.loads(l) for l in open(f"{state}/probe_{n}/metrics.jsonl") if l.strip()][-1]
+    s_step = max(s_step, rec["epoch_s"] / probe_steps)
+    # the probe's steps/epoch is capped: a full epoch is the training scans over the batch size
+    log = open(f"{state}/probe_{n}/train.log").read()
+    scans = int(re.findall(r"(\d+) scans", log)[-1])
+    batch = int(re.findall(r"^  batch_size: (\d+)", open(f"{state}/probe_{n}/config.yaml").read(), re.M)[-1])
+    steps = max(steps, -(-scans // batch))
+print(f"{s_step:.4f} {int(steps)}")
+EOF
+)"
+    local left=$(( BUDGET - ($(date +%s) - START) - EXPORT_S - 20 ))
+    local fit
+    fit=$($PY -c "print(max(1, int($left / ($s_step * $steps * 1.05))))")
+    say "probe: $s_step s/step side by side, $steps steps/epoch, ${left}s left: $fit epochs fit"
+    local epochs=${GPU_TRAIN_EPOCHS:-$(( fit < MAX_EPOCHS ? fit : MAX_EPOCHS ))}
+    for i in "${!names[@]}"; do
+        local own e=$epochs
+        own=$(grep -o 'train\.epochs=[0-9]*' <<< "${settings[$i]}" | cut -d= -f2 || true)
+        [ -n "$own" ] && e=$(( own < fit ? own : fit ))
+        local s=${settings[$i]//train.epochs=$own/}
+        say "${names[$i]}: ${configs[$i]} $s train.epochs=$e"
+        # shellcheck disable=SC2086
+        train "${names[$i]}" "${configs[$i]}" $s "train.epochs=$e"
+    done
+    local deadline=$(( START + BUDGET - EXPORT_S ))
+    while ls "$STATE"/*.pid >/dev/null 2>&1; do
+        for f in "$STATE"/*.pid; do kill -0 "$(cat "$f")" 2>/dev/null || rm -f "$f"; done
+        if [ "$(date +%s)" -ge "$deadline" ]; then
+            say "deadline: stopping what still runs (its last.pth is an unfinished schedule)"
+            for f in "$STATE"/*.pid; do kill "$(cat "$f")" 2>/dev/null || true; rm -f "$f"; done
+            sleep 3
+        fi
+        sleep 5
+    done
+    for n in "${names[@]}"; do
+        tail -3 "$STATE/$n/train.log" 2>/dev/null | sed "s/^/  $n: /" || true
+        cp "$STATE/$n/train.log" "$out/$n.train.log" 2>/dev/null || true
+        cp "$STATE/$n/metrics.jsonl" "$out/$n.metrics.jsonl" 2>/dev/null || true
+        tail -c 200000 "$STATE/$n.out" > "$out/$n.out" 2>/dev/null || true
+        if [ -f "$STATE/$n/last.pth" ]; then
+            (cd "$ROOT" && $PY tools/export_model.py "$STATE/$n/last.pth" --out "$out/$n.pth" \
+                --note "bench/gpu_train.sh on $($PY -c 'import torch; print(torch.cuda.get_device_name(0))')") \
+                || say "$n: export failed"
+        fi
+    done
+    ls -la "$out"
+    say "done"
+}
+
+case "${1:-}" in
+    prepare) prepare ;;
+    run) shift; run "$@" ;;
+    *) echo "usage: bash bench/gpu_train.sh prepare | run NAME:CONFIG[:key=value,...] ..." >&2; exit 2 ;;
+esac

@@ -84,25 +84,10 @@ Teeth3DSDataset(['../shared/data/scans', '../shared/data/iosseg'], split='all').
             "train.max_steps_per_epoch=$PROBE_STEPS" train.val_interval=0
     done
     wait_all || { tail -30 "$STATE"/probe_*.out; exit 1; }
-    # seconds per step (the slowest run) and steps per epoch (the most) from the probes' logs
-    read -r s_step steps <<< "$($PY - "$STATE" "$PROBE_STEPS" "${names[@]}" <<'EOF'
-import json, re, sys
-state, probe_steps, names = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
-s_step = steps = 0.0
-for n in names:
-    rec = [json.loads(l) for l in open(f"{state}/probe_{n}/metrics.jsonl") if l.strip()][-1]
-    s_step = max(s_step, rec["epoch_s"] / probe_steps)
-    # the probe's steps/epoch is capped: a full epoch is the training scans over the batch size
-    log = open(f"{state}/probe_{n}/train.log").read()
-    scans = int(re.findall(r"(\d+) scans", log)[-1])
-    batch = int(re.findall(r"^  batch_size: (\d+)", open(f"{state}/probe_{n}/config.yaml").read(), re.M)[-1])
-    steps = max(steps, -(-scans // batch))
-print(f"{s_step:.4f} {int(steps)}")
-EOF
-)"
     local left=$(( BUDGET - ($(date +%s) - START) - EXPORT_S - 20 ))
-    local fit
-    fit=$($PY -c "print(max(1, int($left / ($s_step * $steps * 1.05))))")
+    local s_step steps fit
+    read -r s_step steps fit <<< "$($PY "$ROOT/bench/gpu_train_fit.py" "$STATE" "$PROBE_STEPS" "$left" "${names[@]}")"
+    [ -n "$fit" ] || { echo "error: no timing from the probes in $STATE" >&2; exit 1; }
     say "probe: $s_step s/step side by side, $steps steps/epoch, ${left}s left: $fit epochs fit"
     local epochs=${GPU_TRAIN_EPOCHS:-$(( fit < MAX_EPOCHS ? fit : MAX_EPOCHS ))}
     for i in "${!names[@]}"; do

@@ -105,3 +105,27 @@ def test_identity_roots_are_never_relabelled(tmp_path: Path) -> None:
     np.testing.assert_array_equal(ds.preprocessed(0)["labels"], counted(synthetic_jaw(
         1, "lower", 12000, missing=[34, 44], pose="random").labels))
     assert ds.relabelled() == {}
+
+
+def test_trainer_logs_every_relabelled_scan_and_its_map(tmp_path: Path) -> None:
+    from pointmamba.training.trainer import Trainer
+    from support.tiny import TINY_MODEL
+
+    root = tmp_path / "msn"
+    _write_counted_extraction(root)
+    base = TINY_MODEL + [f"data.root={root}", "data.train_split=all", "data.val_names=[X001]",
+                         f"data.position_label_roots=[{root}]", "data.position_label_weight=0.3",
+                         f"data.cache_dir={tmp_path / 'cache'}", "data.grid_size=0.6", "train.val_interval=0",
+                         "train.progress=false"]
+    for switch, expected in (("true", "1 training scan(s) relabelled as closed extractions "
+                                      "(data.relabel_closed_extractions): X001_lower 34->35 35->36 36->37 37->38 "
+                                      "44->45 45->46 46->47 47->48"),
+                             ("false", None)):
+        work = tmp_path / f"work_{switch}"
+        trainer = Trainer(load_config(None, base + [f"work_dir={work}", f"data.relabel_closed_extractions={switch}"]))
+        trainer.close()
+        log = (work / "train.log").read_text()
+        if expected:
+            assert expected + "\n" in log
+        else:
+            assert "relabelled as closed extractions" not in log

@@ -75,9 +75,26 @@ def test_33_class_prediction_stays_in_the_scans_jaw(scans_dir: Path) -> None:
     rng = np.random.default_rng(1)
     probs = rng.dirichlet(np.ones(33), size=scan.num_vertices)
     probs[:, 17:] *= 5  # a model that prefers lower-jaw classes on an upper scan
-    options = {"tooth_decoding": False, "graph_cut": False, "decoding_width_weight": 0.1, "graph_cut_smoothing": 1.0}
+    options = {"tooth_decoding": False, "graph_cut": False, "instance_numbering": False, "tooth_relabel": False}
     out = refine(probs / probs.sum(1, keepdims=True), aligned, scan.faces, normals, "upper", 33, options)
     assert out.max() <= 16
+
+
+def test_options_left_out_take_their_documented_defaults(scans_dir: Path) -> None:
+    """A caller's partial ``infer`` dict means the defaults for the rest (instance numbering on), not
+    "off" for every key it does not name."""
+    from pointmamba.config import INFER_DEFAULTS
+
+    scan, aligned, normals, classes = _scan(scans_dir, "MSN022_upper")
+    c11, c12 = fdi_to_class(np.array([11, 12]), "upper", 17)
+    shifted = np.where(classes == c11, c12, classes)  # two teeth called 12: only the numbering separates them
+    probs = _soft(shifted, 0.3)
+    partial = {"graph_cut": True, "graph_cut_smoothing": INFER_DEFAULTS["graph_cut_smoothing"]}
+    full = refine(probs, aligned, scan.faces, normals, "upper", 17, dict(INFER_DEFAULTS))
+    np.testing.assert_array_equal(refine(probs, aligned, scan.faces, normals, "upper", 17, partial), full)
+    off = refine(probs, aligned, scan.faces, normals, "upper", 17, {**INFER_DEFAULTS, "instance_numbering": False,
+                                                                      "tooth_relabel": False})
+    assert (off != full).any()  # the numbering changes labels here, so leaving it out would show
 
 
 def test_render_writes_a_picture_with_reference(scans_dir: Path, tmp_path: Path) -> None:

@@ -220,9 +220,13 @@ def refine_numbered(probs: np.ndarray, aligned: np.ndarray, faces: np.ndarray, n
     from ..data.mesh import vertex_areas
     from .graph_cut import graph_cut
     from .tooth_decoding import arch_decoding, relabel_teeth
-    from .arch_priors import FRAGMENT_COST, default_priors
+    from .arch_priors import default_priors
     from .tooth_numbering import number_teeth
 
+    from ..config import INFER_DEFAULTS
+
+    # a key left out means its documented default, never "off"
+    options = {**INFER_DEFAULTS, **options}
     step = progress or (lambda name: None)
     keep = _jaw_classes(num_classes, jaw)
     if keep is not None:
@@ -230,8 +234,8 @@ def refine_numbered(probs: np.ndarray, aligned: np.ndarray, faces: np.ndarray, n
         masked[:, keep] = probs[:, keep]
         probs = masked / np.maximum(masked.sum(1, keepdims=True), 1e-12)
     decoded = None
-    by_instances = jaw is not None and bool(options.get("instance_numbering"))
-    relabel = bool(options.get("tooth_relabel")) and not by_instances  # instance numbering replaces it
+    by_instances = jaw is not None and bool(options["instance_numbering"])
+    relabel = bool(options["tooth_relabel"]) and not by_instances  # instance numbering replaces it
     if jaw is not None and (options["tooth_decoding"] or relabel):
         step("decoding teeth along the arch")
         masked, decoded = arch_decoding(aligned, probs, jaw, num_classes, width_weight=options["decoding_width_weight"])
@@ -240,21 +244,21 @@ def refine_numbered(probs: np.ndarray, aligned: np.ndarray, faces: np.ndarray, n
     if options["graph_cut"] and len(faces):
         step("graph cut")
         labels = graph_cut(probs, aligned, faces, normals, smoothing=options["graph_cut_smoothing"],
-                           density_power=float(options.get("graph_cut_density_power") or 0.0),
-                           density_angles=bool(options.get("graph_cut_density_angles", False)),
-                           coarse_first=bool(options.get("graph_cut_coarse_first", True)))
+                           density_power=float(options["graph_cut_density_power"] or 0.0),
+                           density_angles=bool(options["graph_cut_density_angles"]),
+                           coarse_first=bool(options["graph_cut_coarse_first"]))
     else:
         labels = probs.argmax(1)
     numbering = None
     if by_instances:
         step("numbering teeth")
-        cost = float(options.get("numbering_fragment_cost", FRAGMENT_COST))
+        cost = float(options["numbering_fragment_cost"])
         priors = replace(default_priors(jaw), fragment_cost=cost)
         shape_model, shape_weight, tooth_weight = shape_setting(options)
         labels, numbering = number_teeth(labels, probs, aligned, faces, jaw, num_classes, priors=priors,
                                          areas=vertex_areas(aligned, faces) if len(faces) else None,
                                          shape_model=shape_model, shape_weight=shape_weight,
-                                         shape_floor=float(options.get("shape_floor", 0.0)),
+                                         shape_floor=float(options["shape_floor"]),
                                          tooth_weight=tooth_weight)
     elif decoded is not None and relabel:
         step("relabelling teeth")

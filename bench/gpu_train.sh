@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Train numbering-recipe networks on a lent GPU within one device call (docs/gpu_runbook.md, "Training").
+# Train numbering-recipe networks on a lent GPU within one device call (docs/gpu_runbook.md, "Training on the GPU").
 #
 #   bash bench/gpu_train.sh prepare                  # HERE: ../shared/data (scans, iosseg) into .gpu_train/
 #   bash bench/gpu_train.sh run NAME:CONFIG[:key=value,...] ...   # DEVICE, carry [".gpu_train"]

@@ -223,10 +223,7 @@ def refine_numbered(probs: np.ndarray, aligned: np.ndarray, faces: np.ndarray, n
     from .arch_priors import default_priors
     from .tooth_numbering import number_teeth
 
-    from ..config import INFER_DEFAULTS
-
-    # a key left out means its documented default, never "off"
-    options = {**INFER_DEFAULTS, **options}
+    options = infer_options({"infer": options})  # a key left out means its documented default, never "off"
     step = progress or (lambda name: None)
     keep = _jaw_classes(num_classes, jaw)
     if keep is not None:

@@ -115,6 +115,10 @@ INFER_DEFAULTS: dict[str, Any] = {
     # positives are small fragments; evaluation/arch_priors.py). Split A val, two networks: per-scan mean
     # +0.016 / +0.014, 10th percentile +0.067 / +0.067; split B: +0.001 (neutral). 0: the old model
     "numbering_fragment_cost": 0.5,
+    # how many prior terms the network's mean probability over a tooth counts for in the instance numbering
+    # (evaluation/arch_priors.py EVIDENCE_WEIGHT): lower lets the width / missing-tooth / spacing priors
+    # overrule a network sure of a wrong number. 2.0: the old numbering
+    "numbering_evidence_weight": 2.0,
     # each tooth's own shape as evidence in the instance numbering (evaluation/tooth_shape.py: a classifier
     # of cropped teeth, tools/train_tooth_shape.py): shape_model a file of it, or a model file holding one
     # (None: the model file's own, if it holds one); shape_weight its weight against the network's

@@ -43,6 +43,7 @@ RANGES: dict[str, tuple[float | None, float | None, bool]] = {
     "infer.graph_cut_smoothing": (0, 1000, True),
     "infer.graph_cut_density_power": (0, 4, True),
     "infer.numbering_fragment_cost": (0, 1000, True),
+    "infer.numbering_evidence_weight": (0, 100, False),
     "infer.shape_weight": (0, 100, True),
     "infer.tooth_weight": (0, 100, True),
     "infer.shape_floor": (0, 1, True),

@@ -97,6 +97,33 @@ def test_options_left_out_take_their_documented_defaults(scans_dir: Path) -> Non
     assert (off != full).any()  # the numbering changes labels here, so leaving it out would show
 
 
+def test_evidence_weight_sets_network_against_arch_priors(scans_dir: Path) -> None:
+    """``infer.numbering_evidence_weight`` reaches the instance numbering: a network that shifts one side of
+    an intact upper arch back by one number (11 called 12, ..., 17 called 18), at 0.5 against 0.3 for the
+    right number, is followed where its evidence weighs much, and overruled by the arch priors (tooth widths,
+    spacing, missing-tooth rates) where it weighs little."""
+    from pointmamba.config import INFER_DEFAULTS
+
+    scan, aligned, normals, classes = _scan(scans_dir, "MSN022_upper")
+    side = [int(c) for c in fdi_to_class(np.arange(11, 19), "upper", 17)]
+    shift = dict(zip(side[:-1], side[1:]))
+    assert all((classes == c).any() for c in side[:7]) and not (classes == side[7]).any()
+    probs = np.full((len(classes), 17), 0.2 / 15)
+    probs[np.arange(len(classes)), classes] = 0.8
+    for c, wrong in shift.items():
+        ids = classes == c
+        probs[ids] = 0.2 / 15
+        probs[ids, c], probs[ids, wrong] = 0.3, 0.5
+    def numbers(weight: float) -> list[int]:
+        out = refine(probs, aligned, scan.faces, normals, "upper", 17,
+                     {**INFER_DEFAULTS, "numbering_evidence_weight": weight})
+        return [int(np.bincount(out[classes == c], minlength=17).argmax()) for c in side[:7]]
+    # a central incisor touching 21 stays 11 at any weight (the spacing prior: no position skipped without
+    # a gap); 12-17 follow the network's shift where its evidence weighs much
+    assert numbers(20.0) == side[:1] + side[2:]
+    assert numbers(0.5) == side[:7]
+
+
 def test_render_writes_a_picture_with_reference(scans_dir: Path, tmp_path: Path) -> None:
     from PIL import Image
 

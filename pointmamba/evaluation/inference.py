@@ -250,7 +250,8 @@ def refine_numbered(probs: np.ndarray, aligned: np.ndarray, faces: np.ndarray, n
     if by_instances:
         step("numbering teeth")
         cost = float(options["numbering_fragment_cost"])
-        priors = replace(default_priors(jaw), fragment_cost=cost)
+        priors = replace(default_priors(jaw), fragment_cost=cost,
+                         evidence_weight=float(options["numbering_evidence_weight"]))
         shape_model, shape_weight, tooth_weight = shape_setting(options)
         labels, numbering = number_teeth(labels, probs, aligned, faces, jaw, num_classes, priors=priors,
                                          areas=vertex_areas(aligned, faces) if len(faces) else None,

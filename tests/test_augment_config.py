@@ -105,3 +105,28 @@ def test_coord_feature_off_leaves_normals_and_jaw_and_the_model_runs(synth: Path
     logits = build_model(cfg).eval()(collate([ds[0], ds[1]]))
     assert logits.shape == (len(ds[0]["coord"]) + len(ds[1]["coord"]), cfg["model"]["num_classes"])
     assert torch.isfinite(logits).all()
+
+
+def test_loader_workers_see_each_epochs_augmentation(synth: Path, tmp_path: Path) -> None:
+    """With ``data.num_workers`` > 0 (the GPU runs) every epoch's batches are those of the in-process loader:
+    workers pick up ``set_epoch``, so augmentation changes per epoch and runs stay reproducible."""
+    import torch
+
+    from pointmamba.training.data_builders import build_loader
+    from pointmamba.training.distributed import DistInfo
+
+    def coords(workers: int) -> list[torch.Tensor]:
+        cfg = load_config(None, tiny_overrides(synth, tmp_path / "w") + [f"data.num_workers={workers}"])
+        ds = build_dataset(cfg, "train", train=True)
+        loader = build_loader(ds, cfg, train=True, dist=DistInfo())
+        out = []
+        for epoch in (0, 1):
+            loader.sampler.set_epoch(epoch)
+            ds.set_epoch(epoch)
+            out.append(next(iter(loader)).coord)
+        return out
+
+    inline, workers = coords(0), coords(1)
+    assert not torch.equal(inline[0], inline[1])
+    for a, b in zip(inline, workers):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)

@@ -98,6 +98,8 @@ def build_loader(dataset: Any, cfg: dict[str, Any], train: bool, dist: DistInfo)
         sampler=sampler,
         num_workers=cfg["data"]["num_workers"],
         collate_fn=collate,
+        # workers start again each epoch on purpose: each holds a copy of the dataset, and persistent ones
+        # would miss set_epoch, which seeds the epoch's augmentation (runs bit for bit, resumable)
         persistent_workers=False,
     )
 

@@ -97,14 +97,15 @@ def test_options_left_out_take_their_documented_defaults(scans_dir: Path) -> Non
     assert (off != full).any()  # the numbering changes labels here, so leaving it out would show
 
 
-def test_evidence_weight_sets_network_against_arch_priors(scans_dir: Path) -> None:
+def test_evidence_weight_sets_network_against_arch_priors() -> None:
     """``infer.numbering_evidence_weight`` reaches the instance numbering: a network that shifts one side of
     an intact upper arch back by one number (11 called 12, ..., 17 called 18), at 0.5 against 0.3 for the
     right number, is followed where its evidence weighs much, and overruled by the arch priors (tooth widths,
     spacing, missing-tooth rates) where it weighs little."""
     from pointmamba.config import INFER_DEFAULTS
 
-    scan, aligned, normals, classes = _scan(scans_dir, "MSN022_upper")
+    samples = Path(__file__).resolve().parents[1] / "data" / "samples"  # in the checkout: runs in CI too
+    scan, aligned, normals, classes = _scan(samples, "MSN022_upper")
     side = [int(c) for c in fdi_to_class(np.arange(11, 19), "upper", 17)]
     shift = dict(zip(side[:-1], side[1:]))
     assert all((classes == c).any() for c in side[:7]) and not (classes == side[7]).any()

@@ -109,8 +109,7 @@ def test_evidence_weight_sets_network_against_arch_priors() -> None:
     side = [int(c) for c in fdi_to_class(np.arange(11, 19), "upper", 17)]
     shift = dict(zip(side[:-1], side[1:]))
     assert all((classes == c).any() for c in side[:7]) and not (classes == side[7]).any()
-    probs = np.full((len(classes), 17), 0.2 / 15)
-    probs[np.arange(len(classes)), classes] = 0.8
+    probs = _soft(classes, 0.8)
     for c, wrong in shift.items():
         ids = classes == c
         probs[ids] = 0.2 / 15

@@ -50,6 +50,10 @@ DATA_DEFAULTS: dict[str, Any] = {
     # gets identity numbers: the molars 6-8 (pointmamba/data/closed_extractions.py); false: labels as read.
     # Measured on both splits: no gain (docs/results/numbering), so off
     "relabel_closed_extractions": False,
+    # an identity-labelled training arch with one premolar-sized tooth behind the canine and its first
+    # molar-sized tooth numbered 5 (3D-IOSSeg numbers this pattern both ways) is numbered as the identity
+    # sides are: that tooth 6 (pointmamba/data/closed_extractions.py); training only; false: labels as read
+    "relabel_counted_sides": False,
     # missing-tooth augmentation (pointmamba/data/missing_teeth.py): false (off), true (its defaults) or a
     # mapping with its keys; training only, identity-labelled arches only
     "missing_teeth": False,

@@ -10,7 +10,7 @@ import pytest
 
 from pointmamba.config import load_config
 from pointmamba.data import Teeth3DSDataset, fdi_to_class
-from pointmamba.data.closed_extractions import apply_map, closed_extraction_map
+from pointmamba.data.closed_extractions import apply_map, closed_extraction_map, counted_side_map
 from pointmamba.data.scan import Scan, save_scan
 from pointmamba.data.synthetic import synthetic_jaw
 
@@ -129,3 +129,81 @@ def test_trainer_logs_every_relabelled_scan_and_its_map(tmp_path: Path) -> None:
             assert expected + "\n" in log
         else:
             assert "relabelled as closed extractions" not in log
+
+
+# ---------------------------------------------------------------- identity arches with counted sides
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_counted_side_of_an_identity_arch_gets_the_identity_numbers(seed: int) -> None:
+    # first premolars out, no third molars: 3D-IOSSeg numbers such sides either way; counted, the first
+    # molar reads 35 and the second 36
+    jaw = synthetic_jaw(seed, "lower", 20000, missing=[34, 44, 38, 48], pose="canonical")
+    read = counted(jaw.labels)
+    mapping = counted_side_map(jaw.vertices, read, "lower")
+    assert mapping == {34: 35, 35: 36, 36: 37, 44: 45, 45: 46, 46: 47}
+    np.testing.assert_array_equal(apply_map(read, mapping), jaw.labels)
+    # numbered by identity already, or complete: nothing moves
+    assert counted_side_map(jaw.vertices, jaw.labels, "lower") == {}
+    full = synthetic_jaw(seed, "lower", 20000, pose="canonical")
+    assert counted_side_map(full.vertices, full.labels, "lower") == {}
+
+
+def test_counted_side_rule_guards() -> None:
+    jaw = synthetic_jaw(2, "lower", 20000, missing=[34, 44], pose="canonical")
+    # one side counted up to its third molar (35->34, 36->35, 37 and 38 as they were): no 9th number, left
+    mixed = jaw.labels.copy()
+    mixed[jaw.labels == 35], mixed[jaw.labels == 36] = 34, 35
+    assert counted_side_map(jaw.vertices, mixed, "lower") == {}
+    # the other side counted all the way (its third molar left out): only that side moves
+    read = jaw.labels.copy()
+    read[jaw.labels == 48] = 0
+    for t in (45, 46, 47):
+        read[jaw.labels == t] = t - 1
+    assert counted_side_map(jaw.vertices, read, "lower") == {44: 45, 45: 46, 46: 47}
+    # no canine on the side: the pattern is not there to read
+    read[jaw.labels == 43] = 0
+    assert counted_side_map(jaw.vertices, read, "lower") == {}
+
+
+def _write_counted_side(root: Path) -> np.ndarray:
+    jaw = synthetic_jaw(1, "lower", 12000, missing=[34, 44, 38, 48], pose="random", id_patient="Y001")
+    save_scan(root, Scan(jaw.vertices, jaw.faces, counted(jaw.labels), "lower", "Y001"))
+    return jaw.labels
+
+
+def test_counted_sides_config_to_dataset_path(tmp_path: Path) -> None:
+    from pointmamba.training.data_builders import build_dataset
+
+    ios, msn = tmp_path / "ios", tmp_path / "msn"
+    truth = _write_counted_side(ios)
+    _write_counted_extraction(msn)  # position labels: not this switch's business
+    base = [f"data.root=[{ios},{msn}]", "data.train_split=all", "data.val_names=[Y001]", "data.train_exclude=[]",
+            f"data.position_label_roots=[{msn}]", f"data.cache_dir={tmp_path / 'cache'}", "data.grid_size=0",
+            "data.augment=false"]  # no mirror: the classes keep their side
+    cfg = load_config(None, base + ["data.relabel_counted_sides=true"])
+    on = build_dataset(cfg, "train", train=True)
+    i = on.names.index("Y001_lower")
+    np.testing.assert_array_equal(on[i]["vertex_segment"], fdi_to_class(truth, "lower", 17))
+    assert on.relabelled() == {"Y001_lower": {34: 35, 35: 36, 36: 37, 44: 45, 45: 46, 46: 47}}
+    # the val set is scored against the labels as read
+    val = build_dataset(cfg, "val", train=False)
+    np.testing.assert_array_equal(val.preprocessed(0)["labels"], counted(truth))
+    assert val.relabelled() == {}
+    off = build_dataset(load_config(None, base), "train", train=True)
+    np.testing.assert_array_equal(off.preprocessed(off.names.index("Y001_lower"))["labels"], counted(truth))
+    assert off.relabelled() == {}
+
+
+def test_trainer_logs_counted_sides(tmp_path: Path) -> None:
+    from pointmamba.training.trainer import Trainer
+    from support.tiny import TINY_MODEL
+
+    root = tmp_path / "ios"
+    _write_counted_side(root)
+    work = tmp_path / "work"
+    Trainer(load_config(None, TINY_MODEL + [
+        f"data.root={root}", "data.train_split=all", "data.val_names=[Y001]", "data.train_exclude=[]",
+        f"data.cache_dir={tmp_path / 'cache'}", "data.grid_size=0.6", "train.val_interval=0", "train.progress=false",
+        f"work_dir={work}", "data.relabel_counted_sides=true"])).close()
+    assert ("1 training scan(s) relabelled where a side was counted (data.relabel_counted_sides): Y001_lower "
+            "34->35 35->36 36->37 44->45 45->46 46->47\n") in (work / "train.log").read_text()

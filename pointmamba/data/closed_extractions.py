@@ -17,6 +17,12 @@ right side). Such a side's teeth behind the canine move back: the lone premolar 
 Measured (``docs/results/numbering/README.md``, seed 1, both splits): no gain, so ``data.relabel_closed_extractions``
 is off by default. The 3D-IOSSeg labels number the same pattern both ways (13 sides identity, 18 counted),
 and the network's reading of a lone premolar beside the canine did not move.
+
+:func:`counted_side_map` is the same rule for identity-labelled arches (``data.relabel_counted_sides``): a
+3D-IOSSeg side with one premolar-sized tooth behind the canine and then molar-sized teeth, whose first
+molar-sized tooth is numbered 5 (18 sides of 7 patients: counted, or a child's primary second molar under
+its successor's number), is numbered the way the other 13 such sides are: the first molar-sized tooth 6.
+It makes the training labels of that pattern one convention (identity), which a child's arch is not.
 """
 from __future__ import annotations
 
@@ -52,6 +58,33 @@ def closed_extraction_map(aligned: np.ndarray, labels: np.ndarray, jaw: str, mol
         if behind[-1] + shift > 8:  # no number left for the last molar: not this pattern
             continue
         mapping.update({10 * quadrant + p: 10 * quadrant + p + shift for p in behind})
+    return mapping
+
+
+def counted_side_map(aligned: np.ndarray, labels: np.ndarray, jaw: str, molar_mm: float = MOLAR_MM
+                     ) -> dict[int, int]:
+    """FDI number -> identity number for each side of an identity-labelled arch numbered as counted: a
+    canine, one premolar-sized tooth numbered 4, then molar-sized teeth from 5 on. That side's teeth
+    behind the canine move back one number (4 -> 5, 5 -> 6, ...); {} where no side reads so, or where its
+    last tooth would need a 9th number. ``aligned`` (V, 3) its vertices in the canonical frame."""
+    from ..evaluation.tooth_numbering import measure_instances
+
+    labels = np.asarray(labels)
+    teeth = [int(t) for t in np.unique(labels) if t > 0]
+    if not teeth:
+        return {}
+    instances, _ = measure_instances(np.asarray(aligned, dtype=np.float64),
+                                     [np.flatnonzero(labels == t) for t in teeth])
+    width = {teeth[inst.key]: inst.width for inst in instances}
+    mapping: dict[int, int] = {}
+    for quadrant in ((1, 2) if jaw == "upper" else (3, 4)):
+        if 10 * quadrant + 3 not in width:
+            continue
+        behind = sorted(t % 10 for t in teeth if t // 10 == quadrant and t % 10 >= 4)
+        molar = next((p for p in behind if width[10 * quadrant + p] >= molar_mm), None)
+        if molar != 5 or behind[0] != 4 or behind[-1] == 8:
+            continue
+        mapping.update({10 * quadrant + p: 10 * quadrant + p + 1 for p in behind})
     return mapping
 
 

@@ -115,7 +115,9 @@ class Teeth3DSDataset:
     ``position_label_weight`` in the loss (item key ``weight``), and only complete ones are given to
     ``missing_teeth`` (a :class:`MissingTeeth` config, None: off). With ``relabel_closed_extractions``
     a complete position-labelled arch with a closed premolar extraction gets identity numbers
-    (:mod:`.closed_extractions`; :meth:`relabelled` lists each such scan's map).
+    (:mod:`.closed_extractions`; :meth:`relabelled` lists each such scan's map). With
+    ``relabel_counted_sides`` an identity-labelled arch's sides numbered as counted (a lone premolar
+    behind the canine numbered 4, then molars from 5) move back one number (``counted_side_map``).
 
     ``num_classes`` 17 or 33 (see :mod:`pointmamba.data.fdi`); ``grid_size`` in mm (None/0: every
     vertex); ``max_points`` caps the rows; ``augment`` a dict for :class:`Augment` (None: off);
@@ -154,6 +156,7 @@ class Teeth3DSDataset:
         missing_teeth: Mapping[str, Any] | None = None,
         coord_feature: bool = True,
         relabel_closed_extractions: bool = False,
+        relabel_counted_sides: bool = False,
     ) -> None:
         self.roots = data_roots(root)
         self.root = self.roots[0]  # where split files live by default
@@ -183,6 +186,7 @@ class Teeth3DSDataset:
         self.missing_teeth = MissingTeeth(missing_teeth) if missing_teeth is not None else None
         self.position_label_weight = float(position_label_weight)
         self.relabel_closed_extractions = bool(relabel_closed_extractions)
+        self.relabel_counted_sides = bool(relabel_counted_sides)
         self._label_maps: dict[str, dict[int, int]] = {}  # scan name -> its closed-extraction map ({}: none)
         self._memory: dict[str, dict[str, np.ndarray]] = {}
         self.epoch = 0
@@ -270,33 +274,37 @@ class Teeth3DSDataset:
                 buf = io.BytesIO()
                 np.savez(buf, **data)
                 atomic_write(cache, buf.getvalue())
-        if self.relabel_closed_extractions and not self.identity_labels[index] and "labels" in data:
-            data = self._relabel(name, data)
+        if "labels" in data and self._relabels(index):
+            data = self._relabel(name, data, identities=self.identity_labels[index])
         if self.in_memory:
             self._memory[name] = data
         return data
 
-    def _relabel(self, name: str, data: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """``data`` with a closed extraction's position labels turned into identities (the cache file
-        keeps the labels as read)."""
-        from .closed_extractions import apply_map, closed_extraction_map
+    def _relabels(self, index: int) -> bool:
+        """Whether scan ``index``'s labels go through a relabelling switch."""
+        return self.relabel_counted_sides if self.identity_labels[index] else self.relabel_closed_extractions
+
+    def _relabel(self, name: str, data: dict[str, np.ndarray], identities: bool) -> dict[str, np.ndarray]:
+        """``data`` with a closed extraction's position labels turned into identities, or with an identity
+        arch's counted sides numbered as the other such sides are (the cache file keeps the labels as
+        read)."""
+        from .closed_extractions import apply_map, closed_extraction_map, counted_side_map
         from .mesh import apply_transform
 
         if name not in self._label_maps:
             aligned = apply_transform(data["vertices"].astype(np.float64) + data["origin"], data["transform"])
-            self._label_maps[name] = closed_extraction_map(aligned, data["labels"], str(data["jaw"]))
+            rule = counted_side_map if identities else closed_extraction_map
+            self._label_maps[name] = rule(aligned, data["labels"], str(data["jaw"]))
         mapping = self._label_maps[name]
         if not mapping:
             return data
         return {**data, "labels": apply_map(data["labels"], mapping).astype(data["labels"].dtype)}
 
     def relabelled(self) -> dict[str, dict[int, int]]:
-        """Each scan relabelled as a closed extraction and its FDI map (empty with the switch off). Scans
-        not loaded yet are loaded now; their maps are computed once."""
-        if not self.relabel_closed_extractions:
-            return {}
+        """Each scan relabelled (a closed extraction, or an identity arch's counted sides) and its FDI map
+        (empty with both switches off). Scans not loaded yet are loaded now; their maps are computed once."""
         for i, name in enumerate(self.names):
-            if name not in self._label_maps and not self.identity_labels[i]:
+            if name not in self._label_maps and self._relabels(i):
                 self.preprocessed(i)
         return {name: m for name, m in self._label_maps.items() if m}
 

@@ -77,6 +77,7 @@ def build_dataset(cfg: dict[str, Any], split: str, train: bool) -> Any:
         position_label_weight=d["position_label_weight"],
         missing_teeth=resolve_missing_teeth(d["missing_teeth"]) if train else None,
         relabel_closed_extractions=d["relabel_closed_extractions"],
+        relabel_counted_sides=d["relabel_counted_sides"] and train,
     )
 
 

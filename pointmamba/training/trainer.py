@@ -161,12 +161,16 @@ class Trainer:
             noisy = [n for i, n in enumerate(self.train_set.names) if not self.train_set.labels_are_identities(i)]
             self.log(f"{len(noisy)} training scan(s) labelled by position with teeth missing (loss weight "
                      f"{d['position_label_weight']}, no missing-tooth augmentation): {', '.join(noisy) or 'none'}")
-        if d["relabel_closed_extractions"]:
-            done = self.train_set.relabelled()
-            self.log(f"{len(done)} training scan(s) relabelled as closed extractions "
-                     "(data.relabel_closed_extractions): "
-                     + ("; ".join(f"{n} " + " ".join(f"{a}->{b}" for a, b in m.items()) for n, m in done.items())
-                        or "none"))
+        done = self.train_set.relabelled()
+        ids = self.train_set.identity_labels
+        for switch, what, identities in (("relabel_closed_extractions", "as closed extractions", False),
+                                         ("relabel_counted_sides", "where a side was counted", True)):
+            if d[switch]:
+                these = {n: m for i, (n, m) in enumerate((n, done.get(n)) for n in self.train_set.names)
+                         if m and ids[i] == identities}
+                self.log(f"{len(these)} training scan(s) relabelled {what} (data.{switch}): "
+                         + ("; ".join(f"{n} " + " ".join(f"{a}->{b}" for a, b in m.items())
+                                      for n, m in these.items()) or "none"))
 
     def build_model(self, init_from: str | None = None) -> None:
         """``net`` (optionally with fine-tuning weights) and ``model`` (DDP-wrapped under torchrun)."""

@@ -10,7 +10,8 @@ import pytest
 
 from pointmamba.config import load_config
 from pointmamba.data import Teeth3DSDataset, fdi_to_class
-from pointmamba.data.closed_extractions import apply_map, closed_extraction_map, counted_side_map
+from pointmamba.data.closed_extractions import (apply_map, closed_extraction_map, counted_side_map,
+                                                lone_premolar_sides)
 from pointmamba.data.scan import Scan, save_scan
 from pointmamba.data.synthetic import synthetic_jaw
 
@@ -207,3 +208,25 @@ def test_trainer_logs_counted_sides(tmp_path: Path) -> None:
         f"work_dir={work}", "data.relabel_counted_sides=true"])).close()
     assert ("1 training scan(s) relabelled where a side was counted (data.relabel_counted_sides): Y001_lower "
             "34->35 35->36 36->37 44->45 45->46 46->47\n") in (work / "train.log").read_text()
+
+
+def test_lone_premolar_sides_and_the_test_tools_groups() -> None:
+    from pointmamba.evaluation.scan_summary import group_rows, reference_groups
+
+    jaw = synthetic_jaw(0, "lower", 20000, missing=[34], pose="canonical")
+    assert lone_premolar_sides(jaw.vertices, jaw.labels, "lower") == {3: 6}  # by identity
+    assert lone_premolar_sides(jaw.vertices, counted(jaw.labels), "lower") == {3: 5}  # counted
+    full = synthetic_jaw(0, "lower", 20000, pose="canonical")
+    assert lone_premolar_sides(full.vertices, full.labels, "lower") == {}
+    both = synthetic_jaw(0, "lower", 20000, missing=[34, 45], pose="canonical")  # two gaps, one premolar each
+    assert lone_premolar_sides(both.vertices, both.labels, "lower") == {3: 6, 4: 6}
+
+    rows = [{"name": n, "source": "s", "jaw": "lower", **reference_groups(j.labels, j.vertices, "lower")}
+            for n, j in (("pattern", jaw), ("full", full))]
+    assert [r["lone_premolar"] for r in rows] == [True, False]
+    groups = group_rows(rows)
+    assert [r["name"] for r in groups["lone premolar side"]] == ["pattern"]
+    assert [r["name"] for r in groups["no lone premolar side"]] == ["full"]
+    # without the vertices the flag is not computed, and no arch of the pattern: no such groups
+    assert "lone_premolar" not in reference_groups(jaw.labels)
+    assert "lone premolar side" not in group_rows(rows[1:])

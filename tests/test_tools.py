@@ -79,6 +79,7 @@ def test_test_tool_writes_metrics(tiny_run: tuple[Path, list[str]], tmp_path: Pa
     for key in ("accuracy", "miou", "mdice", "TSA", "TLA", "TIR", "score"):
         assert 0.0 <= overall[key] <= 1.0, key
     assert metrics["per_scan"][0]["name"] == "SYN00002_upper"
+    assert metrics["per_scan"][0]["lone_premolar"] is False  # a complete synthetic arch
     for name in ("per_scan.csv", "per_class.csv", "confusion.png", "summary.md"):
         assert (tmp_path / name).stat().st_size > 0
     summary = metrics["summary"]

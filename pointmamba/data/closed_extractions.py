@@ -61,12 +61,13 @@ def closed_extraction_map(aligned: np.ndarray, labels: np.ndarray, jaw: str, mol
     return mapping
 
 
-def counted_side_map(aligned: np.ndarray, labels: np.ndarray, jaw: str, molar_mm: float = MOLAR_MM
-                     ) -> dict[int, int]:
-    """FDI number -> identity number for each side of an identity-labelled arch numbered as counted: a
-    canine, one premolar-sized tooth numbered 4, then molar-sized teeth from 5 on. That side's teeth
-    behind the canine move back one number (4 -> 5, 5 -> 6, ...); {} where no side reads so, or where its
-    last tooth would need a 9th number. ``aligned`` (V, 3) its vertices in the canonical frame."""
+def lone_premolar_sides(aligned: np.ndarray, labels: np.ndarray, jaw: str, molar_mm: float = MOLAR_MM
+                        ) -> dict[int, int]:
+    """Quadrant -> the position digit (5, 6, ...) of its first molar-sized tooth, for each side of an arch
+    that holds a canine, then one premolar-sized tooth, then molar-sized teeth (>= ``molar_mm`` along the
+    arch): the pattern 3D-IOSSeg numbers both ways (the first molar-sized tooth 6: a premolar's space
+    closed, by identity; 5: counted, or a child's primary second molar). ``aligned`` (V, 3) the vertices
+    in the canonical frame; widths are measured on the teeth the labels outline."""
     from ..evaluation.tooth_numbering import measure_instances
 
     labels = np.asarray(labels)
@@ -76,13 +77,29 @@ def counted_side_map(aligned: np.ndarray, labels: np.ndarray, jaw: str, molar_mm
     instances, _ = measure_instances(np.asarray(aligned, dtype=np.float64),
                                      [np.flatnonzero(labels == t) for t in teeth])
     width = {teeth[inst.key]: inst.width for inst in instances}
-    mapping: dict[int, int] = {}
+    sides: dict[int, int] = {}
     for quadrant in ((1, 2) if jaw == "upper" else (3, 4)):
         if 10 * quadrant + 3 not in width:
             continue
         behind = sorted(t % 10 for t in teeth if t // 10 == quadrant and t % 10 >= 4)
-        molar = next((p for p in behind if width[10 * quadrant + p] >= molar_mm), None)
-        if molar != 5 or behind[0] != 4 or behind[-1] == 8:
+        molar = next((k for k, p in enumerate(behind) if width[10 * quadrant + p] >= molar_mm), None)
+        if molar == 1:
+            sides[quadrant] = behind[1]
+    return sides
+
+
+def counted_side_map(aligned: np.ndarray, labels: np.ndarray, jaw: str, molar_mm: float = MOLAR_MM
+                     ) -> dict[int, int]:
+    """FDI number -> identity number for each side of an identity-labelled arch numbered as counted: a
+    canine, one premolar-sized tooth numbered 4, then molar-sized teeth from 5 on
+    (:func:`lone_premolar_sides`). That side's teeth behind the canine move back one number (4 -> 5,
+    5 -> 6, ...); {} where no side reads so, or where its last tooth would need a 9th number. ``aligned``
+    (V, 3) its vertices in the canonical frame."""
+    labels = np.asarray(labels)
+    mapping: dict[int, int] = {}
+    for quadrant, molar in lone_premolar_sides(aligned, labels, jaw, molar_mm).items():
+        behind = sorted(int(t) % 10 for t in np.unique(labels) if t // 10 == quadrant and t % 10 >= 4)
+        if molar != 5 or behind[-1] == 8:
             continue
         mapping.update({10 * quadrant + p: 10 * quadrant + p + 1 for p in behind})
     return mapping

@@ -332,16 +332,20 @@ class Teeth3DSDataset:
         labels are identities (:meth:`labels_are_identities`), with a progress bar."""
         from tqdm import tqdm
 
-        from .mesh import apply_transform
-
         for i in tqdm(range(len(self)), desc=desc, disable=not progress):
             if not self.labels_are_identities(i):
                 continue
             d = self.preprocessed(i)
             if "labels" not in d:
                 continue
-            aligned = apply_transform(d["vertices"].astype(np.float64) + d["origin"], d["transform"])
-            yield i, aligned, d["labels"].astype(np.int64), str(d["jaw"])
+            yield i, self.aligned_vertices(i), d["labels"].astype(np.int64), str(d["jaw"])
+
+    def aligned_vertices(self, index: int) -> np.ndarray:
+        """Scan ``index``'s vertices (file order, float64) in the canonical frame, before augmentation."""
+        from .mesh import apply_transform
+
+        d = self.preprocessed(index)
+        return apply_transform(d["vertices"].astype(np.float64) + d["origin"], d["transform"])
 
     def __getitem__(self, index: int) -> dict[str, Any]:
         return self.item(index, self.rng(index))

@@ -1,6 +1,7 @@
 """Summary figures over the scans of a split: the per-scan mIoU's mean, 10th percentile and share of
 kept scans (>= 0.80), the dataset-level mIoU and the worst scans, for the whole split and per group
-(source, jaw, arches with <= 13 teeth, arches with a third molar).
+(source, jaw, arches with <= 13 teeth, arches with a third molar, and, where the vertices are given,
+arches with a side that 3D-IOSSeg numbers both ways and the others).
 
 A mean over scans hides the failures that matter (a whole run of teeth one number off costs a scan about
 0.2 mIoU); the 10th percentile and the kept share show them.
@@ -17,20 +18,33 @@ KEPT_MIOU = 0.80
 """A scan at or above this per-scan mIoU is one a user would keep."""
 
 
-def reference_groups(labels: np.ndarray) -> dict[str, bool]:
-    """Which groups a reference arch belongs to: ``few_teeth`` (<= 13 teeth), ``third_molar``."""
+def reference_groups(labels: np.ndarray, aligned: np.ndarray | None = None, jaw: str | None = None
+                     ) -> dict[str, bool]:
+    """Which groups a reference arch belongs to: ``few_teeth`` (<= 13 teeth), ``third_molar``; with its
+    vertices in the canonical frame (``aligned``) and ``jaw`` also ``lone_premolar``: a side with a
+    canine, one premolar-sized tooth, then molars, which 3D-IOSSeg numbers both ways
+    (:func:`~pointmamba.data.closed_extractions.lone_premolar_sides`)."""
     teeth = [int(t) for t in np.unique(labels) if t > 0]
-    return {"few_teeth": len(teeth) <= 13, "third_molar": any(t % 10 == 8 for t in teeth)}
+    groups = {"few_teeth": len(teeth) <= 13, "third_molar": any(t % 10 == 8 for t in teeth)}
+    if aligned is not None and jaw is not None:
+        from ..data.closed_extractions import lone_premolar_sides
+
+        groups["lone_premolar"] = bool(lone_premolar_sides(aligned, labels, jaw))
+    return groups
 
 
 def group_rows(rows: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
-    """Rows by group name: ``all``, ``source <name>``, ``jaw <name>``, ``<= 13 teeth``, ``third molar``."""
+    """Rows by group name: ``all``, ``source <name>``, ``jaw <name>``, ``<= 13 teeth``, ``third molar``,
+    and where some arch has one, ``lone premolar side`` and ``no lone premolar side``."""
     groups: dict[str, list[dict[str, Any]]] = {"all": list(rows)}
     for key, label in (("source", "source"), ("jaw", "jaw")):
         for value in sorted({str(r[key]) for r in rows}):
             groups[f"{label} {value}"] = [r for r in rows if str(r[key]) == value]
     groups["<= 13 teeth"] = [r for r in rows if r["few_teeth"]]
     groups["third molar"] = [r for r in rows if r["third_molar"]]
+    if any(r.get("lone_premolar") for r in rows):
+        groups["lone premolar side"] = [r for r in rows if r["lone_premolar"]]
+        groups["no lone premolar side"] = [r for r in rows if not r["lone_premolar"]]
     return {k: v for k, v in groups.items() if v}
 
 

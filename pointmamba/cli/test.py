@@ -68,7 +68,8 @@ def main() -> None:
         scan_cms.append(scan_cm)
         row = {"name": dataset.names[i], "source": dataset.sources[i], "jaw": scan.jaw,
                "vertices": int(scan.num_vertices), "teeth": int((np.unique(scan.labels) > 0).sum()),
-               **reference_groups(scan.labels, dataset.aligned_vertices(i), scan.jaw), "accuracy": scan_cm.accuracy(), "miou": scan_cm.miou()}
+               **reference_groups(scan.labels, dataset.aligned_vertices(i), scan.jaw),
+               "accuracy": scan_cm.accuracy(), "miou": scan_cm.miou()}
         tm = teeth_metrics(scan.vertices.astype(np.float64), scan.labels.astype(np.int64), pred.fdi)
         row.update({k: tm[k] for k in ("TSA", "TLA", "TIR", "score")})
         row["_teeth"] = tm

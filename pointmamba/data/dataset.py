@@ -187,7 +187,7 @@ class Teeth3DSDataset:
         self.position_label_weight = float(position_label_weight)
         self.relabel_closed_extractions = bool(relabel_closed_extractions)
         self.relabel_counted_sides = bool(relabel_counted_sides)
-        self._label_maps: dict[str, dict[int, int]] = {}  # scan name -> its closed-extraction map ({}: none)
+        self._label_maps: dict[str, dict[int, int]] = {}  # scan name -> its relabelling map ({}: none)
         self._memory: dict[str, dict[str, np.ndarray]] = {}
         self.epoch = 0
 

@@ -166,8 +166,7 @@ class Trainer:
         for switch, what, identities in (("relabel_closed_extractions", "as closed extractions", False),
                                          ("relabel_counted_sides", "where a side was counted", True)):
             if d[switch]:
-                these = {n: m for i, (n, m) in enumerate((n, done.get(n)) for n in self.train_set.names)
-                         if m and ids[i] == identities}
+                these = {n: done[n] for i, n in enumerate(self.train_set.names) if n in done and ids[i] == identities}
                 self.log(f"{len(these)} training scan(s) relabelled {what} (data.{switch}): "
                          + ("; ".join(f"{n} " + " ".join(f"{a}->{b}" for a, b in m.items())
                                       for n, m in these.items()) or "none"))

@@ -36,20 +36,30 @@ from .missing_teeth import arch_is_complete
 MOLAR_MM = 9.0
 
 
+def tooth_widths(aligned: np.ndarray, labels: np.ndarray) -> dict[int, float]:
+    """FDI number -> the width along the arch (mm) of each tooth the labels outline, as the numbering
+    measures it (:func:`~pointmamba.evaluation.tooth_numbering.measure_instances`); {} without teeth."""
+    from ..evaluation.tooth_numbering import measure_instances
+
+    labels = np.asarray(labels)
+    teeth = [int(t) for t in np.unique(labels) if t > 0]
+    if not teeth:
+        return {}
+    instances, _ = measure_instances(np.asarray(aligned, dtype=np.float64),
+                                     [np.flatnonzero(labels == t) for t in teeth])
+    return {teeth[inst.key]: inst.width for inst in sorted(instances, key=lambda inst: inst.key)}
+
+
 def closed_extraction_map(aligned: np.ndarray, labels: np.ndarray, jaw: str, molar_mm: float = MOLAR_MM
                           ) -> dict[int, int]:
     """FDI number -> identity number for the teeth of a complete position-labelled arch with a closed
     extraction on one or both sides ({} where there is none, or where the arch is not complete: its
     positions are not known to be in place). ``aligned`` (V, 3) its vertices in the canonical frame."""
-    from ..evaluation.tooth_numbering import measure_instances
-
     labels = np.asarray(labels)
     if not arch_is_complete(labels, jaw):
         return {}
-    teeth = [int(t) for t in np.unique(labels) if t > 0]
-    instances, _ = measure_instances(np.asarray(aligned, dtype=np.float64),
-                                     [np.flatnonzero(labels == t) for t in teeth])
-    width = {teeth[inst.key]: inst.width for inst in instances}
+    width = tooth_widths(aligned, labels)
+    teeth = list(width)
     mapping: dict[int, int] = {}
     for quadrant in ((1, 2) if jaw == "upper" else (3, 4)):
         wide = [p for p in (4, 5) if width[10 * quadrant + p] >= molar_mm]  # complete: both present
@@ -70,15 +80,8 @@ def lone_premolar_sides(aligned: np.ndarray, labels: np.ndarray, jaw: str, molar
     arch): the pattern 3D-IOSSeg numbers both ways (the first molar-sized tooth 6: a premolar's space
     closed, by identity; 5: counted, or a child's primary second molar). ``aligned`` (V, 3) the vertices
     in the canonical frame; widths are measured on the teeth the labels outline."""
-    from ..evaluation.tooth_numbering import measure_instances
-
-    labels = np.asarray(labels)
-    teeth = [int(t) for t in np.unique(labels) if t > 0]
-    if not teeth:
-        return {}
-    instances, _ = measure_instances(np.asarray(aligned, dtype=np.float64),
-                                     [np.flatnonzero(labels == t) for t in teeth])
-    width = {teeth[inst.key]: inst.width for inst in instances}
+    width = tooth_widths(aligned, labels)
+    teeth = list(width)
     sides: dict[int, int] = {}
     for quadrant in ((1, 2) if jaw == "upper" else (3, 4)):
         if 10 * quadrant + 3 not in width:

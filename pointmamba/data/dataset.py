@@ -289,12 +289,10 @@ class Teeth3DSDataset:
         arch's counted sides numbered as the other such sides are (the cache file keeps the labels as
         read)."""
         from .closed_extractions import apply_map, closed_extraction_map, counted_side_map
-        from .mesh import apply_transform
 
         if name not in self._label_maps:
-            aligned = apply_transform(data["vertices"].astype(np.float64) + data["origin"], data["transform"])
             rule = counted_side_map if identities else closed_extraction_map
-            self._label_maps[name] = rule(aligned, data["labels"], str(data["jaw"]))
+            self._label_maps[name] = rule(_aligned(data), data["labels"], str(data["jaw"]))
         mapping = self._label_maps[name]
         if not mapping:
             return data
@@ -342,10 +340,7 @@ class Teeth3DSDataset:
 
     def aligned_vertices(self, index: int) -> np.ndarray:
         """Scan ``index``'s vertices (file order, float64) in the canonical frame, before augmentation."""
-        from .mesh import apply_transform
-
-        d = self.preprocessed(index)
-        return apply_transform(d["vertices"].astype(np.float64) + d["origin"], d["transform"])
+        return _aligned(self.preprocessed(index))
 
     def __getitem__(self, index: int) -> dict[str, Any]:
         return self.item(index, self.rng(index))
@@ -434,6 +429,13 @@ def make_item(d: Mapping[str, np.ndarray], name: str, num_classes: int, grid_siz
         "transform": transform,
         "grid_size": grid_size,
     }
+
+
+def _aligned(data: dict[str, np.ndarray]) -> np.ndarray:
+    """A preprocessed scan's vertices (float64) in the canonical frame."""
+    from .mesh import apply_transform
+
+    return apply_transform(data["vertices"].astype(np.float64) + data["origin"], data["transform"])
 
 
 def preprocess(mesh: str | PathLike) -> dict[str, np.ndarray]:

@@ -11,6 +11,7 @@
 """
 from __future__ import annotations
 
+import threading
 import time
 import warnings
 from os import PathLike
@@ -22,6 +23,10 @@ import numpy as np
 from .evaluation.confidence import ReviewRules
 from .segmentation import Segmentation
 
+# One per process, not per Segmenter: numba's workqueue pool is process-wide and not re-entrant (two
+# threads inside it end the process with "Concurrent access has been detected", no exception to catch).
+INFERENCE_LOCK = threading.Lock()
+
 
 class Segmenter:
     """A trained model, loaded once, that segments whole scans at full resolution.
@@ -31,6 +36,11 @@ class Segmenter:
     ``torch.device``; ``infer``:
     inference switches over the defaults (``pointmamba.config.INFER_DEFAULTS``), e.g.
     ``{"graph_cut": False}``; ``rules``: when a scan is flagged for review.
+
+    Thread-safe: several threads may call one ``Segmenter`` (or several) at once. Loading and checking
+    scans runs in parallel; the model's inference runs one scan at a time per process, under a lock
+    (``INFERENCE_LOCK``), because numba's workqueue thread pool behind the CPU kernels aborts the whole
+    process when two threads enter it at once.
     """
 
     def __init__(self, checkpoint: str | PathLike | None = None, device: Any = "auto",
@@ -126,7 +136,8 @@ class Segmenter:
 
         t0 = time.perf_counter()
         in_mm = rescaled(scan, units.factor)
-        pred = segment_scan(self.model, in_mm, self.config, self.device, progress)
+        with INFERENCE_LOCK:
+            pred = segment_scan(self.model, in_mm, self.config, self.device, progress)
         instances = getattr(pred, "instances", None)  # an instance-level numbering's own, where it has them
         if instances is None:
             instances = instances_from_labels(pred.fdi)

@@ -14,6 +14,8 @@ from os import PathLike
 from pathlib import Path
 from typing import Any, BinaryIO, Iterator
 
+import numpy as np
+
 
 def current_umask() -> int:
     """The process umask, read without changing it where Linux exposes it (``/proc/self/status``).
@@ -67,17 +69,34 @@ def save_figure(fig: Any, path: str | PathLike, **kwargs: Any) -> Path:
     return path
 
 
+# A spreadsheet reads a cell that starts with one of these as a formula (OWASP, "CSV Injection").
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(value: Any) -> Any:
+    """A value as a CSV cell that no spreadsheet runs: text starting with ``= + - @``, a tab or a carriage
+    return gets a leading ``'`` (OWASP's advice); numbers stay numbers (``-0.5`` is not text), None is
+    an empty cell."""
+    if value is None:
+        return ""
+    if isinstance(value, (bool, int, float, np.number)):
+        return value
+    text = str(value)
+    return "'" + text if text.startswith(FORMULA_STARTS) else text
+
+
 def write_csv(path: str | PathLike, rows: list[dict[str, Any]], fieldnames: list[str] | None = None) -> Path:
-    """Rows of dicts as a CSV file, atomically; columns ``fieldnames`` (default: the first row's), None as an
-    empty cell."""
+    """Rows of dicts as a CSV file, atomically; columns ``fieldnames`` (default: the first row's). Every
+    cell goes through :func:`csv_cell` (formulas neutralized, None empty); a newline in a cell is quoted,
+    so ``csv.reader`` reads the rows back as written."""
     import csv
     import io
 
     buf = io.StringIO(newline="")
-    writer = csv.DictWriter(buf, fieldnames=fieldnames or (list(rows[0]) if rows else []))
+    writer = csv.DictWriter(buf, fieldnames=[csv_cell(k) for k in fieldnames or (list(rows[0]) if rows else [])])
     writer.writeheader()
     for row in rows:
-        writer.writerow({k: ("" if v is None else v) for k, v in row.items()})
+        writer.writerow({csv_cell(k): csv_cell(v) for k, v in row.items()})
     return atomic_write(path, buf.getvalue().encode("utf-8"))
 
 

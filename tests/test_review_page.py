@@ -1,5 +1,6 @@
-"""The review page (predict --report): self-contained, meshes as binary arrays that decode back exactly,
-and, in a real headless Chromium, a grid that opens a drawn 3D view without a console error."""
+"""The review page (predict --report): self-contained, meshes as binary arrays that decode back (positions
+within half their quantization step), and, in a real headless Chromium, a grid that opens a drawn 3D view
+without a console error."""
 from __future__ import annotations
 
 import base64
@@ -59,7 +60,8 @@ def test_page_is_self_contained_and_its_meshes_decode_back_exactly(segmenter, sc
     data = page_data(html)
     for (result, ref), scan in zip(results, data["scans"]):
         mesh = scan["mesh"]
-        assert np.array_equal(decode(mesh["positions"], "<f4").reshape(-1, 3), result.aligned.astype(np.float32))
+        positions = mesh["origin"] + decode(mesh["positions"], "<u2").reshape(-1, 3) * np.array(mesh["step"])
+        assert np.all(np.abs(positions - result.aligned) <= np.array(mesh["step"]) / 2 + 1e-9)  # uint16 per axis
         assert np.array_equal(decode(mesh["faces"], "<u2").reshape(-1, 3), result.faces)
         assert np.array_equal(decode(mesh["labels"], "u1"), result.labels)
         assert np.array_equal(decode(mesh["reference"], "u1"), ref.labels)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..finite_json import dumps
 from .errors import ScanFormatError
 from .fdi import JAWS, VALID_FDI, check_jaw
 from .mesh import atomic_write
@@ -152,4 +153,4 @@ def save_labels(path: str | PathLike, labels: np.ndarray, jaw: str, id_patient: 
     if clash:
         raise ValueError(f"save_labels: extra keys {clash} would replace Teeth3DS keys")
     doc.update(extra or {})
-    return atomic_write(path, json.dumps(doc).encode())
+    return atomic_write(path, dumps(doc).encode())  # NaN / Infinity in ``extra`` as null: always JSON

@@ -1,5 +1,7 @@
 // The review page: a grid of scans, and a 3D view of one (plotly.js mesh3d) on click.
-// Mesh arrays arrive as base64 little-endian typed arrays and are decoded only when a scan is opened.
+// Mesh arrays arrive as base64 little-endian typed arrays and are decoded only when a scan is opened;
+// positions as uint16 per axis over the bounding box (origin + q * step). Above the size bound the page
+// is an index (scans carry the "page" that shows them) or one chunk of scans (report.index links back).
 "use strict";
 (function () {
   const report = JSON.parse(document.getElementById("report-data").textContent);
@@ -29,10 +31,23 @@
     confidence: (a, b) => (a.min_confidence ?? 2) - (b.min_confidence ?? 2),
     review: (a, b) => (b.review - a.review) || (a.min_confidence ?? 2) - (b.min_confidence ?? 2),
     name: (a, b) => a.name.localeCompare(b.name),
-    accuracy: (a, b) => (a.metrics ? a.metrics.accuracy : 2) - (b.metrics ? b.metrics.accuracy : 2),
+    accuracy: (a, b) => ((a.metrics && a.metrics.accuracy) ?? 2) - ((b.metrics && b.metrics.accuracy) ?? 2),
   };
 
+  function failedCard(scan) {  // a scan that could not be segmented: its name and why, nothing to open
+    const c = el("div", {class: "card failed", "data-name": scan.name});
+    const body = el("div", {class: "body"});
+    const title = el("div", {class: "name"});
+    title.appendChild(el("span", {}, scan.name));
+    title.appendChild(el("span", {class: "badge failed"}, "failed"));
+    body.appendChild(title);
+    body.appendChild(el("div", {class: "muted"}, scan.failed));
+    c.appendChild(body);
+    return c;
+  }
+
   function card(scan, index) {
+    if (scan.failed) return failedCard(scan);
     const c = el("div", {class: "card" + (scan.review ? " flagged" : ""), tabindex: "0", "data-index": index,
                          "data-name": scan.name});
     if (scan.thumbnail) c.appendChild(el("img", {src: scan.thumbnail, alt: scan.name}));
@@ -55,6 +70,7 @@
       for (const r of scan.reasons) ul.appendChild(el("li", {}, r));
       body.appendChild(ul);
     }
+    if (scan.page) body.appendChild(el("div", {class: "muted"}, "on " + scan.page));
     c.appendChild(body);
     c.addEventListener("click", () => openScan(index));
     c.addEventListener("keydown", (ev) => { if (ev.key === "Enter") openScan(index); });
@@ -67,19 +83,26 @@
     const order = scans.map((s, i) => i).filter((i) => !only || scans[i].review)
       .sort((a, b) => sorters[key](scans[a], scans[b]) || scans[a].name.localeCompare(scans[b].name));
     grid.replaceChildren(...order.map((i) => card(scans[i], i)));
-    const flagged = scans.filter((s) => s.review).length;
-    document.getElementById("summary").textContent =
-      `${scans.length} scan${scans.length === 1 ? "" : "s"}, ${flagged} flagged for review · ${report.model}`;
+    const flagged = scans.filter((s) => s.review && !s.failed).length;
+    const failed = scans.filter((s) => s.failed).length;
+    const summary = document.getElementById("summary");
+    summary.textContent =
+      `${scans.length} scan${scans.length === 1 ? "" : "s"}, ${flagged} flagged for review` +
+      (failed ? `, ${failed} failed` : "") + ` · ${report.model}` +
+      (report.part ? ` · ${report.part} · ` : "");
+    if (report.index) summary.appendChild(el("a", {href: encodeURIComponent(report.index), id: "index-link"}, "all scans"));
   }
 
   // ------------------------------------------------------------------ 3D view
   function meshArrays(scan) {
     if (scan._arrays) return scan._arrays;
     const m = scan.mesh;
-    const xyz = decode(m.positions, Float32Array);
-    const n = xyz.length / 3;
+    const q = decode(m.positions, Uint16Array), o = m.origin, st = m.step;
+    const n = q.length / 3;
     const x = new Float32Array(n), y = new Float32Array(n), z = new Float32Array(n);
-    for (let v = 0; v < n; v++) { x[v] = xyz[3 * v]; y[v] = xyz[3 * v + 1]; z[v] = xyz[3 * v + 2]; }
+    for (let v = 0; v < n; v++) {
+      x[v] = o[0] + q[3 * v] * st[0]; y[v] = o[1] + q[3 * v + 1] * st[1]; z[v] = o[2] + q[3 * v + 2] * st[2];
+    }
     const faces = decode(m.faces, m.index_bytes === 2 ? Uint16Array : Uint32Array);
     const f = faces.length / 3;
     const i = new Uint32Array(f), j = new Uint32Array(f), k = new Uint32Array(f);
@@ -166,8 +189,12 @@
   }
 
   function openScan(index) {
-    current = index;
     const scan = scans[index];
+    if (scan.page) {  // an index page: the scan is drawn on its chunk's page
+      location.href = encodeURIComponent(scan.page) + "#scan=" + encodeURIComponent(scan.name);
+      return Promise.resolve();
+    }
+    current = index;
     document.getElementById("viewer-title").textContent = scan.name + (scan.review ? " (review)" : "");
     const modes = document.getElementById("modes");
     modes.replaceChildren();

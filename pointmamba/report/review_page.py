@@ -6,9 +6,21 @@ flags, metrics where a reference was given), sortable by confidence; a click ope
 a reference, toggles for the reference and the wrong vertices).
 
 The 3D view is plotly.js (its ``gl3d`` bundle, vendored in ``vendor/`` and inlined once). Meshes travel as
-base64 little-endian typed arrays (float32 positions in the canonical frame, uint16/uint32 faces, uint8
-FDI labels), decoded in the browser only when a scan is opened, so the page is about the size of the
-meshes in a binary format plus the viewer (1.75 MB) and the thumbnails.
+base64 little-endian typed arrays, decoded in the browser only when a scan is opened: positions quantized
+to uint16 per axis over the scan's bounding box (``origin + q * step``; the step is the box's size / 65535,
+about 1.5 um for an 100 mm arch), faces uint16 (under 65,536 vertices) or uint32, FDI labels uint8.
+Measured: 4.3 MB of page per 100k vertices with a reference (4.2 MB without), plus a thumbnail of about
+40 kB per scan and the viewer (1.75 MB) once.
+
+Size bound: scans are spooled to disk as they are added (:meth:`ReviewPage.add` keeps nothing of a scan in
+memory), and :meth:`ReviewPage.write` streams them into the page. Up to ``PAGE_SCANS`` (25) scans and
+``PAGE_BYTES`` (100 MB) of scan data make one page; a larger batch gets one page per chunk
+(``index-01.html``, ``index-02.html`` ... beside ``index.html``) and ``index.html`` becomes an index of
+every scan (no thumbnails or meshes) linking to the page that shows it.
+
+Everything embedded is JSON with ``<``, ``>``, ``&``, U+2028 and U+2029 escaped (``\\u003c`` ...), so no
+file name can close or comment out the page's ``<script>`` elements, and without NaN or Infinity
+(``null``, shown as "–"), which ``JSON.parse`` would stop at.
 """
 from __future__ import annotations
 
@@ -16,19 +28,49 @@ import base64
 import io
 import json
 import re
+import shutil
+import tempfile
+import weakref
 from os import PathLike
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
+
+from ..finite_json import dumps
 
 HERE = Path(__file__).resolve().parent
 VIEWER = HERE / "vendor" / "plotly-gl3d.min.js"
 THUMBNAIL_PX = 360
+PAGE_SCANS = 25
+"""At most this many scans on one page (above it: one page per chunk and an index page)."""
+PAGE_BYTES = 100 * 2 ** 20
+"""At most about this many bytes of scan data on one page (a single larger scan gets a page of its own)."""
+QUANT_LEVELS = 2 ** 16 - 1  # uint16 positions: 0 .. 65535 across the bounding box
+_UNSAFE = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"})
 
 
 def _b64(array: np.ndarray) -> str:
     return base64.b64encode(np.ascontiguousarray(array).tobytes()).decode("ascii")
+
+
+def embed_json(value: Any) -> str:
+    """``value`` as JSON that is safe inside an HTML ``<script>`` element: no ``<`` (so no ``</script>``,
+    ``<!--`` or ``<script``), ``>``, ``&`` or line separators as characters, only as ``\\u`` escapes that
+    JSON reads back unchanged; non-finite numbers as null."""
+    return dumps(value, separators=(",", ":")).translate(_UNSAFE)
+
+
+def quantize(points: np.ndarray) -> tuple[np.ndarray, list[float], list[float]]:
+    """(N, 3) points as uint16 per axis over their bounding box: ``(q, origin, step)`` with ``points`` =
+    ``origin + q * step`` within half a step (a flat axis has step 0)."""
+    points = np.asarray(points, dtype=np.float64)
+    origin = points.min(axis=0) if len(points) else np.zeros(3)
+    extent = (points.max(axis=0) - origin) if len(points) else np.zeros(3)
+    step = extent / QUANT_LEVELS
+    scale = np.divide(1.0, step, out=np.zeros(3), where=step > 0)
+    q = np.rint((points - origin) * scale).clip(0, QUANT_LEVELS).astype("<u2")
+    return q, origin.tolist(), step.tolist()
 
 
 def thumbnail(png: str | PathLike | bytes, size: int = THUMBNAIL_PX) -> str:
@@ -46,12 +88,24 @@ def thumbnail(png: str | PathLike | bytes, size: int = THUMBNAIL_PX) -> str:
 
 
 class ReviewPage:
-    """Collects scans as they are segmented (compact, encoded) and writes the page (:meth:`write`)."""
+    """Collects scans as they are segmented and writes the page (:meth:`write`).
 
-    def __init__(self, title: str = "pointmamba review", model: str = "") -> None:
+    Each scan goes to a spool folder on disk as it is added (``spool``: the folder to create it in, default
+    the system's temporary folder; pass the report's own folder where that is small or held in memory); the
+    spool is removed when the page object is.
+    """
+
+    def __init__(self, title: str = "pointmamba review", model: str = "",
+                 spool: str | PathLike | None = None) -> None:
         self.title = title
         self.model = model
-        self.scans: list[dict[str, Any]] = []
+        self._spool = Path(tempfile.mkdtemp(prefix=".pointmamba-review-", dir=spool))
+        self._cleanup = weakref.finalize(self, shutil.rmtree, self._spool, True)
+        self._sizes: list[int] = []  # bytes of each spooled scan, in the order added
+        self.written: list[Path] = []  # the files the last write() wrote, the page to open last
+
+    def __len__(self) -> int:
+        return len(self._sizes)
 
     def add(self, result: Any, reference: np.ndarray | None = None, metrics: dict[str, Any] | None = None,
             picture: str | PathLike | bytes | None = None, source: str | None = None) -> None:
@@ -67,52 +121,121 @@ class ReviewPage:
         palette = {int(f): "#%02x%02x%02x" % tuple(colors[int(c)])
                    for f, c in zip(present, fdi_to_class(present, result.jaw, result.num_classes))}
         conf = result.confidence
-        self.scans.append({
+        positions, origin, step = quantize(result.aligned)
+        card = {
             "name": result.name, "jaw": result.jaw, "source": source or str(result.source or result.name),
             "vertices": int(len(labels)), "teeth": result.teeth, "review": conf.review,
             "reasons": list(conf.reasons),
             "min_confidence": None if conf.min_confidence is None else round(conf.min_confidence, 4),
             "confidence": [{"fdi": t.fdi, "confidence": round(t.confidence, 4), "runner_up": t.runner_up,
                             "runner_up_confidence": round(t.runner_up_confidence, 4)} for t in conf.teeth],
-            "metrics": None if metrics is None else _plain(metrics),
+            "metrics": metrics,
             "thumbnail": None if picture is None else thumbnail(picture),
             "palette": palette,
-            "mesh": {"positions": _b64(np.asarray(result.aligned, dtype="<f4")),
-                     "faces": _b64(faces.astype("<u2" if small else "<u4")), "index_bytes": 2 if small else 4,
-                     "labels": _b64(labels.astype(np.uint8)),
-                     "reference": None if reference is None else _b64(np.asarray(reference).astype(np.uint8))},
-        })
-
-    def html(self) -> str:
-        data = json.dumps({"model": self.model, "scans": self.scans}, separators=(",", ":"))
-        parts = {
-            "TITLE": _escape(self.title),
-            "STYLE": (HERE / "page.css").read_text(),
-            "DATA": data.replace("</", "<\\/"),  # never closes its <script> element
-            "PLOTLY": VIEWER.read_text(),
-            "APP": (HERE / "page.js").read_text(),
         }
-        template = (HERE / "page.html").read_text()
-        # one pass, so that nothing inserted is read as a placeholder
-        return re.sub(r"\{\{(TITLE|STYLE|DATA|PLOTLY|APP)\}\}", lambda m: parts[m.group(1)], template)
+        mesh = {"positions": _b64(positions), "origin": origin, "step": step,
+                "faces": _b64(faces.astype("<u2" if small else "<u4")), "index_bytes": 2 if small else 4,
+                "labels": _b64(labels.astype(np.uint8)),
+                "reference": None if reference is None else _b64(np.asarray(reference).astype(np.uint8))}
+        self._spool_scan(card, mesh)
+
+    def add_failed(self, name: str, reason: str, source: str | None = None) -> None:
+        """A scan that could not be segmented: a card naming it and why (``reason``, one line), nothing to view."""
+        self._spool_scan({"name": name, "jaw": None, "source": source or name, "vertices": None, "teeth": [],
+                          "review": True, "failed": reason, "reasons": [], "min_confidence": None,
+                          "confidence": [], "metrics": None, "thumbnail": None, "palette": {}}, None)
+
+    def _spool_scan(self, card: dict[str, Any], mesh: dict[str, Any] | None) -> None:
+        """Write one scan's card (what the grid shows) and mesh (None: nothing to view) to the spool."""
+        k = len(self._sizes)
+        size = 0
+        for part, value in (("card", card), ("mesh", mesh)):
+            if value is not None:
+                text = embed_json(value).encode("ascii")
+                (self._spool / f"{k:06d}.{part}.json").write_bytes(text)
+                size += len(text)
+        self._sizes.append(size)
+
+    def chunks(self) -> list[range]:
+        """The scans of each page, in the order added: at most ``PAGE_SCANS`` scans and about
+        ``PAGE_BYTES`` bytes each."""
+        out: list[range] = []
+        start, size = 0, 0
+        for k, n in enumerate(self._sizes):
+            if k > start and (k - start >= PAGE_SCANS or size + n > PAGE_BYTES):
+                out.append(range(start, k))
+                start, size = k, 0
+            size += n
+        if start < len(self._sizes) or not out:
+            out.append(range(start, len(self._sizes)))
+        return out
 
     def write(self, path: str | PathLike) -> Path:
-        """Write the page atomically and return its path."""
-        from ..atomic_file import atomic_write
+        """Write the page (atomically, streamed from the spool) and return its path; above the size bound
+        ``path`` is the index and the chunk pages lie beside it (:attr:`written` lists every file)."""
+        path = Path(path)
+        chunks = self.chunks()
+        if len(chunks) == 1:
+            self.written = [self._write_page(path, self.title, {"model": self.model}, chunks[0], viewer=True)]
+            return path
+        width = max(2, len(str(len(chunks))))
+        names = [f"{path.stem}-{i + 1:0{width}d}{path.suffix}" for i in range(len(chunks))]
+        written = []
+        for i, (name, chunk) in enumerate(zip(names, chunks)):
+            head = {"model": self.model, "index": path.name, "part": f"page {i + 1} of {len(chunks)}"}
+            written.append(self._write_page(path.parent / name, f"{self.title} ({head['part']})", head, chunk,
+                                            viewer=True))
+        page_of = {k: name for name, chunk in zip(names, chunks) for k in chunk}
+        head = {"model": self.model, "pages": names}
+        written.append(self._write_page(path, self.title, head, range(len(self._sizes)), viewer=False,
+                                        page_of=page_of))
+        self.written = written
+        return path
 
-        return atomic_write(path, self.html().encode("utf-8"))
+    def _write_page(self, path: Path, title: str, head: dict[str, Any], scans: range, viewer: bool,
+                    page_of: dict[int, str] | None = None) -> Path:
+        """One HTML file: the template with ``head``'s keys and the ``scans`` streamed into its data block;
+        with ``page_of`` (an index) only their cards, without thumbnails, each naming its page."""
+        from ..atomic_file import atomic_writer
+
+        parts = {"TITLE": lambda fh: fh.write(_escape(title).encode()),
+                 "STYLE": lambda fh: fh.write((HERE / "page.css").read_bytes()),
+                 "DATA": lambda fh: self._write_data(fh, head, scans, page_of),
+                 "PLOTLY": lambda fh: fh.write(VIEWER.read_bytes() if viewer else b""),
+                 "APP": lambda fh: fh.write((HERE / "page.js").read_bytes())}
+        # split once, so that nothing inserted is read as a placeholder
+        pieces = re.split(r"\{\{(TITLE|STYLE|DATA|PLOTLY|APP)\}\}", (HERE / "page.html").read_text())
+        with atomic_writer(path) as fh:
+            for i, piece in enumerate(pieces):
+                if i % 2:
+                    parts[piece](fh)
+                else:
+                    fh.write(piece.encode())
+        return path
+
+    def _write_data(self, fh: BinaryIO, head: dict[str, Any], scans: range,
+                    page_of: dict[int, str] | None) -> None:
+        """``{...head, "scans": [...]}``, one scan in memory at a time."""
+        fh.write(embed_json(head)[:-1].encode() + b',"scans":[')
+        for n, k in enumerate(scans):
+            if n:
+                fh.write(b",")
+            card = (self._spool / f"{k:06d}.card.json").read_bytes()
+            if page_of is not None:
+                entry = json.loads(card)
+                entry.pop("thumbnail", None)
+                fh.write(embed_json({**entry, "page": page_of[k]}).encode())
+                continue
+            mesh = self._spool / f"{k:06d}.mesh.json"
+            if not mesh.is_file():
+                fh.write(card)
+                continue
+            fh.write(card[:-1] + b',"mesh":')  # the card's closing brace moved after its mesh
+            with open(mesh, "rb") as src:
+                shutil.copyfileobj(src, fh)
+            fh.write(b"}")
+        fh.write(b"]}")
 
 
 def _escape(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
-def _plain(value: Any) -> Any:
-    """JSON-ready copy: numpy numbers as Python ones, dict keys as strings."""
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, np.generic):
-        return value.item()
-    return value

@@ -1,0 +1,36 @@
+"""JSON that every reader accepts: no NaN or Infinity, ever.
+
+Python's ``json`` writes ``NaN`` / ``Infinity`` by default, which is not JSON: a browser's ``JSON.parse``
+stops at it (a reference without teeth has ``"TLA": NaN``, and the review page went blank) and so do
+strict readers elsewhere. Every JSON the package writes goes through :func:`dumps`: a value that is not
+finite becomes ``null``, and ``allow_nan=False`` proves that none is left.
+"""
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import numpy as np
+
+
+def finite(value: Any) -> Any:
+    """A JSON-ready copy of ``value``: NaN and +-Infinity as None, numpy scalars and arrays as Python
+    numbers and lists, tuples as lists, dict keys as strings."""
+    if isinstance(value, dict):
+        return {str(k): finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return finite(value.tolist())
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def dumps(value: Any, **kwargs: Any) -> str:
+    """``json.dumps`` of :func:`finite` (``value``): non-finite numbers as ``null``; ``kwargs`` as for
+    ``json.dumps`` (``indent``, ``separators``, ``default`` ...)."""
+    return json.dumps(finite(value), allow_nan=False, **kwargs)

@@ -21,10 +21,10 @@ def finite(value: Any) -> Any:
         return {str(k): finite(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [finite(v) for v in value]
-    if isinstance(value, np.ndarray):
-        return finite(value.tolist())
-    if isinstance(value, np.generic):
-        value = value.item()
+    if isinstance(value, (np.ndarray, np.generic)) or type(value).__name__ == "Tensor":  # torch's, unimported
+        value = value.tolist()
+        if isinstance(value, list):
+            return finite(value)
     if isinstance(value, float) and not math.isfinite(value):
         return None
     return value

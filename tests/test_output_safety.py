@@ -13,6 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from support import browser
+from support.review import page_data, segment_sample
+
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "data" / "samples"
 
@@ -87,3 +90,97 @@ def test_every_csv_the_package_writes_goes_through_write_csv() -> None:
     writers = [str(p.relative_to(ROOT)) for p in package.rglob("*.py")
                if p.name != "atomic_file.py" and any(w in p.read_text() for w in ("csv.writer", "csv.DictWriter"))]
     assert writers == []
+
+
+# ------------------------------------------------------------ the review page's embedded data (items 5, 6)
+PAGE_NAMES = HOSTILE_NAMES + ["</script><script>document.body.remove()</script>", "<!--", "line\u2028sep\u2029_upper",
+                              "a&b>c_lower", "/data/s_upper.obj", "/data/data/s_upper.obj", "/_data_s_upper"]
+
+
+@pytest.fixture(scope="module")
+def segmented(tmp_path_factory: pytest.TempPathFactory):
+    return segment_sample(tmp_path_factory.mktemp("segmented"))
+
+
+def _hostile_page(segmented, path: Path, names: list[str]) -> Path:
+    """A review page of the sample scan under each of ``names``; the last one's reference has no teeth."""
+    from dataclasses import replace
+
+    from pointmamba.report import ReviewPage
+
+    result, ref, png = segmented
+    page = ReviewPage(title="<!--<script> review")
+    for name in names[:-1]:
+        page.add(replace(result, name=name), ref, result.compare(ref), png, source=name)
+    toothless = np.zeros_like(ref)
+    page.add(replace(result, name=names[-1]), toothless, result.compare(toothless), png, source=names[-1])
+    return page.write(path)
+
+
+def test_no_file_name_reaches_the_page_as_markup(segmented, tmp_path: Path) -> None:
+    from pointmamba.report.review_page import VIEWER
+
+    html = _hostile_page(segmented, tmp_path / "index.html", PAGE_NAMES).read_text()
+    data_start = html.index('<script type="application/json" id="report-data">') + 50
+    block = html[data_start:html.index("</script>", data_start)]
+    for char in "<>&\u2028\u2029":  # as \u003c ... only: nothing the HTML parser or old JavaScript reads
+        assert char not in block, char
+    # the page's own elements only: three scripts (data, viewer, app), nothing opened or commented out
+    assert html.count("<script") - VIEWER.read_text().count("<script") == 3
+    assert "<!--" not in html.replace(VIEWER.read_text(), "")
+    data = page_data(html)
+    assert [s["name"] for s in data["scans"]] == PAGE_NAMES and [s["source"] for s in data["scans"]] == PAGE_NAMES
+
+
+def test_a_reference_without_teeth_gives_null_not_nan(segmented, tmp_path: Path) -> None:
+    from pointmamba.finite_json import dumps
+
+    result, ref, png = segmented
+    metrics = result.compare(np.zeros_like(ref))
+    assert math.isnan(metrics["TLA"])  # no reference teeth: no tooth to localise
+    data = page_data(_hostile_page(segmented, tmp_path / "index.html", ["a_lower", "toothless_lower"]).read_text())
+    assert data["scans"][1]["metrics"]["TLA"] is None and data["scans"][1]["metrics"]["TIR"] is None
+    assert data["scans"][0]["metrics"]["TLA"] == pytest.approx(result.compare(ref)["TLA"])
+    # one helper for every JSON file: non-finite numbers, numpy's included, as null
+    assert dumps({"a": float("nan"), "b": [np.float32("inf"), -math.inf], 3: np.int64(2)}) == \
+        '{"a": null, "b": [null, null], "3": 2}'
+
+
+def test_teeth3ds_json_never_holds_nan(tmp_path: Path) -> None:
+    from pointmamba.data.teeth3ds import save_labels
+
+    labels = np.array([0, 31, 31, 32])
+    path = save_labels(tmp_path / "s_lower.json", labels, "lower", "s", extra={"score": math.nan, "spread": [math.inf]})
+    doc = json.loads(path.read_text(), parse_constant=lambda c: pytest.fail(f"{c} in {path.name}"))
+    assert doc["score"] is None and doc["spread"] == [None] and doc["labels"] == labels.tolist()
+
+
+@pytest.mark.slow
+def test_hostile_names_chunks_and_a_toothless_reference_draw_in_chromium(segmented, tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    reason = browser.missing()
+    if reason:
+        pytest.skip(reason)
+    from pointmamba.report import review_page
+
+    single = _hostile_page(segmented, tmp_path / "one" / "index.html", PAGE_NAMES)
+    monkeypatch.setattr(review_page, "PAGE_SCANS", 2)  # the same rule as at 25 scans, on three
+    index = _hostile_page(segmented, tmp_path / "chunks" / "index.html", PAGE_NAMES[:2] + ["toothless_lower"])
+    with browser.Browser() as b:
+        b.driver.get(single.as_uri())
+        assert b.wait("document.querySelectorAll('.card').length") == len(PAGE_NAMES)
+        names = [c.get_attribute("data-name") for c in b.driver.find_elements("css selector", ".card")]
+        assert sorted(names) == sorted(PAGE_NAMES)  # every name shown as text, none as markup
+        assert b.console_errors() == []
+
+        b.driver.get(index.as_uri())  # the index: every scan, each linking to its chunk's page
+        assert b.wait("document.querySelectorAll('.card').length") == 3
+        card = b.driver.find_element("css selector", ".card[data-name='toothless_lower']")
+        assert "TLA –" in card.text and "TIR –" in card.text  # null metrics shown as a dash
+        card.click()
+        assert b.wait("document.getElementById('plot').dataset.rendered") == "toothless_lower:prediction"
+        assert b.driver.current_url.split("#")[0].endswith("/index-02.html")
+        drawn = b.driver.execute_script("return document.getElementById('plot').data[0].x.length")
+        assert drawn == len(segmented[0].vertices)  # the quantized positions decoded and drawn
+        assert b.driver.find_element("id", "index-link").get_attribute("href").endswith("/index.html")
+        assert b.console_errors() == []

@@ -5,36 +5,20 @@ from __future__ import annotations
 
 import base64
 import gc
-import json
-import re
 import tracemalloc
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from support.tiny import untrained_checkpoint
+from support.review import page_data, segment_sample
 
-SAMPLE = Path(__file__).resolve().parents[1] / "data" / "samples" / "MSN021" / "MSN021_lower.obj"
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
 def segmented(tmp_path_factory: pytest.TempPathFactory):
-    """A real sample scan segmented by a tiny untrained model, its reference labels and its picture."""
-    from pointmamba import Segmenter
-    from pointmamba.data import read_labels
-
-    tmp = tmp_path_factory.mktemp("segmented")
-    segmenter = Segmenter(untrained_checkpoint(tmp / "tiny.pth"), device="cpu", infer={"graph_cut": False})
-    result = segmenter(SAMPLE)
-    ref = read_labels(SAMPLE.with_suffix(".json")).labels
-    return result, ref, result.save_png(tmp / "picture.png").read_bytes()
-
-
-def page_data(html: str) -> dict:
-    block = re.search(r'<script type="application/json" id="report-data">(.*?)</script>', html, re.S).group(1)
-    return json.loads(block, parse_constant=lambda c: pytest.fail(f"{c} in the page's JSON"))
+    return segment_sample(tmp_path_factory.mktemp("segmented"))
 
 
 def test_positions_decode_within_half_a_quantization_step(segmented, tmp_path: Path) -> None:

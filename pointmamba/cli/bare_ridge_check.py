@@ -13,8 +13,8 @@ kept count and weight), DIR/bare_ridge.json and DIR/summary.md.
 from __future__ import annotations
 
 import argparse
-import json
 
+from .. import finite_json
 from ._common import add_average_with_arg, add_config_args, open_eval_run, parse_args, run_main
 
 
@@ -74,7 +74,7 @@ def main() -> None:
                   "phantoms": " ".join(map(str, r.phantoms)), "ridge_called_tooth": round(r.ridge_called_tooth, 4),
                   "kept_right": r.kept_right} for r in res]
     write_csv(out / "arches.csv", rows)
-    atomic_write(out / "bare_ridge.json", json.dumps(
+    atomic_write(out / "bare_ridge.json", finite_json.dumps(
         {**run.provenance(), "summaries": summaries, "scans": [s.name for s in scans]}, indent=2,
         default=str).encode())
     table = "\n".join(lines) + "\n"

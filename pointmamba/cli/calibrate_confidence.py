@@ -18,6 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from .. import finite_json
 from ._common import parse_args, run_main
 
 SWEEP = (0.3, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 0.8)
@@ -207,7 +208,7 @@ def write_outputs(out: Path, scans: list[dict[str, Any]], report: dict[str, Any]
                                    "min_confidence": round(s["confidence"].min_confidence or 0.0, 4),
                                    "missed_teeth": " ".join(map(str, s["missed"])),
                                    "findings": "; ".join(s["confidence"].reasons)} for s in scans])
-    atomic_write(out / "calibration.json", json.dumps(report, indent=1, default=float).encode())
+    atomic_write(out / "calibration.json", finite_json.dumps(report, indent=1, default=float).encode())
     plot_reliability(out / "reliability.png", scans, report)
 
 

@@ -11,9 +11,9 @@ numbers are positions, not identities.
 from __future__ import annotations
 
 import argparse
-import json
 import pprint
 
+from .. import finite_json
 from ._common import add_config_args, parse_args, run_main
 
 
@@ -33,7 +33,7 @@ def main() -> None:
     table = fit_priors((aligned, labels, jaw) for _, aligned, labels, jaw in dataset.identity_arches())
     pprint.pprint(table, width=110, sort_dicts=False)
     if args.json:
-        atomic_write(args.json, json.dumps(table, indent=2).encode())
+        atomic_write(args.json, finite_json.dumps(table, indent=2).encode())
 
 
 def cli() -> None:

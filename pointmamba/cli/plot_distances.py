@@ -14,12 +14,12 @@ and ``DIR/distances.json`` with 50/90/95/99th percentiles per stage and order (a
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from .. import finite_json
 from ._common import add_config_args, run_main
 
 SPLITS = ("train", "val", "test", "all")
@@ -139,7 +139,7 @@ def main() -> None:
         if allv.size:
             plot_stage(dist, s, rel.max_rel_dist, rel.quantile, entry["all"]["quantile_value"],
                        out / f"distances_stage{s}.png", bins=args.bins)
-    atomic_write(out / "distances.json", json.dumps(result, indent=2).encode())
+    atomic_write(out / "distances.json", finite_json.dumps(result, indent=2).encode())
     print(f"wrote {out / 'distances.json'} and {len(per_stage)} PNG(s) in {out}")
 
 

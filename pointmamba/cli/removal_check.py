@@ -12,8 +12,8 @@ DIR/removals.csv (one row per removal), DIR/removal_check.json and DIR/summary.m
 from __future__ import annotations
 
 import argparse
-import json
 
+from .. import finite_json
 from ._common import add_average_with_arg, add_config_args, open_eval_run, parse_args, run_main
 
 
@@ -53,7 +53,7 @@ def main() -> None:
     make_out_dir(out)
     write_csv(out / "removals.csv", [{"scan": r.scan, "removed": r.tooth, "others": r.others,
                                       "changed": " ".join(map(str, r.changed))} for r in removals])
-    atomic_write(out / "removal_check.json", json.dumps(
+    atomic_write(out / "removal_check.json", finite_json.dumps(
         {**run.provenance(mode=args.mode), "summary": summary, "scans": [s.name for s in complete]}, indent=2).encode())
     table = (f"| removals | changing any other tooth | teeth checked | teeth changed |\n|---|---|---|---|\n"
              f"| {summary['removals']} ({summary['scans']} complete arches) | {summary['removals_changing_any']} "

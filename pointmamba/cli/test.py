@@ -14,8 +14,8 @@ the split and per source (data root), jaw, arches with <= 13 teeth and arches wi
 from __future__ import annotations
 
 import argparse
-import json
 
+from .. import finite_json
 from ._common import add_average_with_arg, add_config_args, open_eval_run, parse_args, run_main
 
 
@@ -85,7 +85,7 @@ def main() -> None:
                  for c in range(num_classes)]
     summary = summarize(rows, scan_cms)
     # every file atomically: a link planted in --out is replaced, never written through
-    atomic_write(out / "metrics.json", json.dumps(
+    atomic_write(out / "metrics.json", finite_json.dumps(
         {**run.provenance(), "overall": overall, "per_class": per_class,
          "summary": summary, "per_scan": rows, "confusion": cm.matrix.tolist()}, indent=2, default=float).encode())
     atomic_write(out / "summary.md", summary_table(summary).encode())

@@ -29,9 +29,10 @@ def clean(monkeypatch):
 
 
 def _missing(monkeypatch, *ops):
-    """Make the ops' extensions unimportable, whatever is installed."""
+    """Make the ops' extensions (or "triton") unimportable, whatever is installed."""
     for op in ops:
-        backend_mod._imports[op] = (None, f"ModuleNotFoundError: No module named '{backend_mod.OPS[op].extension}'")
+        module = "triton" if op == "triton" else backend_mod.OPS[op].extension
+        backend_mod._imports[op] = (None, f"ModuleNotFoundError: No module named '{module}'")
 
 
 def _present(monkeypatch, op):
@@ -49,7 +50,7 @@ def test_cpu_defaults_and_report():
 
 
 def test_cuda_auto_falls_back_to_torch_with_one_warning(monkeypatch, caplog):
-    _missing(monkeypatch, "scan", "conv1d", "spconv")
+    _missing(monkeypatch, "scan", "conv1d", "spconv", "triton")
     assert backends(CUDA) == {"scan": "torch", "conv1d": "torch", "spconv": "torch"}
     with pytest.warns(RuntimeWarning, match=r"mamba_ssm not importable .*No module named 'mamba_ssm'.*mamba-ssm"):
         assert backend_mod.choose("scan", CUDA) == "torch"
@@ -78,6 +79,28 @@ def test_cuda_auto_takes_the_extension_when_it_imports(monkeypatch):
         warnings.simplefilter("error")
         assert backends(CUDA) == {"scan": "mamba_ssm", "conv1d": "causal_conv1d", "spconv": "spconv"}
     assert backends("cpu") == {"scan": "numba", "conv1d": "numba", "spconv": "torch"}  # CPU keeps ours
+
+
+def test_cuda_auto_takes_triton_without_the_extension(monkeypatch, caplog):
+    """Without mamba-ssm / causal-conv1d, auto runs our Triton kernels on CUDA, silently (the no-compile
+    path) but the report says why; forcing triton needs CUDA tensors, or the interpreter for CPU ones."""
+    _missing(monkeypatch, "scan", "conv1d", "spconv")
+    _present(monkeypatch, "triton")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert backends(CUDA) == {"scan": "triton", "conv1d": "triton", "spconv": "torch"}
+        assert backend_mod.choose("scan", CUDA) == "triton" and backend_mod.choose("conv1d", CUDA) == "triton"
+    assert "scan=triton (mamba_ssm not importable" in backend_report(["cuda"])
+    assert backends("cpu") == {"scan": "numba", "conv1d": "numba", "spconv": "torch"}  # CPU keeps numba
+    monkeypatch.setenv("POINTMAMBA_BACKEND_SCAN", "triton")
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    with pytest.raises(BackendError, match="Triton runs CUDA tensors"):
+        backends("cpu")
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    assert backends("cpu")["scan"] == "triton"
+    _missing(monkeypatch, "triton")
+    with pytest.raises(BackendError, match=r"triton cannot be imported .*No module named 'triton'"):
+        backends(CUDA)
 
 
 def test_overrides(monkeypatch):

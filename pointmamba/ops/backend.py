@@ -1,19 +1,25 @@
 """Which implementation each dispatching op runs: decided in one function, reported, and overridable.
 
-| op (``POINTMAMBA_BACKEND_*``) | function       | backends                    | auto on CUDA / CPU                |
-|-------------------------------|----------------|-----------------------------|-----------------------------------|
-| scan (``_SCAN``)              | selective_scan | mamba_ssm, torch, numba     | mamba_ssm, else torch / numba     |
-| conv1d (``_CONV1D``)          | causal_conv1d  | causal_conv1d, torch, numba | causal_conv1d, else torch / numba |
-| spconv (``_SPCONV``)          | sparse_conv    | spconv, torch               | spconv, else torch / torch        |
+| op (``POINTMAMBA_BACKEND_*``) | function       | backends                            | auto on CUDA / CPU                |
+|-------------------------------|----------------|-------------------------------------|-----------------------------------|
+| scan (``_SCAN``)              | selective_scan | mamba_ssm, torch, numba, triton     | mamba_ssm > triton > torch / numba |
+| conv1d (``_CONV1D``)          | causal_conv1d  | causal_conv1d, torch, numba, triton | causal_conv1d > triton > torch / numba |
+| spconv (``_SPCONV``)          | sparse_conv    | spconv, torch                       | spconv > torch / torch            |
+
+(a > b: a where it imports, else b)
 
 - the extension (mamba_ssm, causal_conv1d, spconv): the CUDA package, CUDA tensors only;
+- triton: our Triton kernels (``scan_triton.py``, ``conv1d_triton.py``), compiled on first call, nothing at
+  install time (Triton ships with CUDA builds of torch); CUDA tensors, or CPU tensors when
+  ``TRITON_INTERPRET=1`` runs them in Triton's interpreter (the tests);
 - torch: plain torch ops on the tensors' own device (``scan_torch.py``, ``F.conv1d``, our rulebook
   gather + matmul); on other devices than CPU and CUDA auto picks it too;
 - numba: our CPU kernels (fastest on CPU); CUDA tensors make a round trip through the CPU.
 
 An environment variable set to anything but ``auto`` forces that backend; a forced backend that cannot
 run raises ``BackendError`` (a ValueError, so the tools print it as one line) saying why. When auto has to
-fall back on CUDA because a package does not import, a ``RuntimeWarning`` says so once per op.
+fall back to torch on CUDA because a package does not import, a ``RuntimeWarning`` says so once per op
+(auto taking triton for want of the extension is reported, not warned about: it is the no-compile path).
 Models never branch on the device: they call the op, and the op asks ``choose(op, device)``.
 """
 from __future__ import annotations
@@ -43,6 +49,7 @@ class Op:
     package: str  # what to pip install
     fallback: str  # what auto uses on CUDA without the extension, in words
     cpu: str  # auto's backend on CPU
+    triton: bool = False  # has our Triton kernels
 
     @property
     def env(self) -> str:
@@ -50,21 +57,25 @@ class Op:
 
     @property
     def choices(self) -> tuple[str, ...]:
-        return ("auto", self.extension, "torch") + (("numba",) if self.cpu == "numba" else ())
+        return (("auto", self.extension, "torch") + (("numba",) if self.cpu == "numba" else ())
+                + (("triton",) if self.triton else ()))
 
 
 OPS: dict[str, Op] = {
-    "scan": Op("scan", "selective_scan", "mamba_ssm", "mamba-ssm", "the chunked torch scan", "numba"),
-    "conv1d": Op("conv1d", "causal_conv1d", "causal_conv1d", "causal-conv1d", "torch's conv1d", "numba"),
+    "scan": Op("scan", "selective_scan", "mamba_ssm", "mamba-ssm", "the chunked torch scan", "numba", True),
+    "conv1d": Op("conv1d", "causal_conv1d", "causal_conv1d", "causal-conv1d", "torch's conv1d", "numba", True),
     "spconv": Op("spconv", "sparse_conv", "spconv", "spconv-cuXXX", "our torch rulebook conv", "torch"),
 }
 
-_imports: dict[str, tuple[Any, str | None]] = {}  # op -> (imported function / module or None, why not)
+_imports: dict[str, tuple[Any, str | None]] = {}  # op or "triton" -> (imported function / module or None, why not)
 _warned: set[str] = set()
 _logged: set[tuple[str, str, str]] = set()
 
 
 def _import(op: str) -> Any:
+    if op == "triton":
+        import triton
+        return triton
     if op == "scan":
         from mamba_ssm.ops.selective_scan_interface import selective_scan_fn
         return selective_scan_fn
@@ -87,6 +98,17 @@ def extension(op: str) -> Any | None:
     return _imports[op][0]
 
 
+def triton_error() -> str | None:
+    """Why Triton cannot be imported here, or None where it can; tried once per process."""
+    return None if extension("triton") is not None else _imports["triton"][1]
+
+
+def interpreting() -> bool:
+    """Whether Triton's interpreter is asked for (``TRITON_INTERPRET=1``): it runs our Triton kernels on CPU
+    tensors."""
+    return os.environ.get("TRITON_INTERPRET", "0").strip().lower() in ("1", "true", "on", "yes")
+
+
 def _requested(op: Op) -> str:
     raw = os.environ.get(op.env, "auto").strip() or "auto"
     value = raw.lower().replace("-", "_")
@@ -105,8 +127,21 @@ def _choose(name: str, device: torch.device) -> tuple[str, str | None]:
         if device.type == "cuda":
             if extension(name) is not None:
                 return op.extension, None
-            return "torch", f"{op.extension} not importable ({_imports[name][1]})"
+            why = f"{op.extension} not importable ({_imports[name][1]})"
+            if op.triton:
+                if triton_error() is None:
+                    return "triton", why
+                why += f"; triton not importable ({triton_error()})"
+            return "torch", why
         return (op.cpu if device.type == "cpu" else "torch"), None
+    if want == "triton":
+        if device.type != "cuda" and not interpreting():
+            raise BackendError(f"{op.env}=triton: Triton runs CUDA tensors (CPU tensors only under "
+                               f"TRITON_INTERPRET=1), these are on {device}")
+        if triton_error() is not None:
+            raise BackendError(f"{op.env}=triton, but triton cannot be imported ({triton_error()}); "
+                               f"pip install triton (CUDA builds of torch bring it) or set {op.env}=auto or torch")
+        return want, None
     if want == op.extension:
         if device.type != "cuda":
             raise BackendError(f"{op.env}={want}: {op.extension} runs CUDA tensors only, these are on {device}")
@@ -121,7 +156,7 @@ def choose(op: str, device: torch.device | str) -> str:
     when CUDA falls back for want of the extension, and logs the choice once at debug level."""
     device = torch.device(device)
     name, why = _choose(op, device)
-    if why is not None and op not in _warned:
+    if why is not None and name == "torch" and op not in _warned:
         _warned.add(op)
         info = OPS[op]
         warnings.warn(f"pointmamba: {why}; CUDA {info.function} uses {info.fallback} instead (install "

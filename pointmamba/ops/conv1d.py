@@ -1,7 +1,8 @@
 """Causal depthwise conv1d behind one function. The backend is chosen by ``backend.choose("conv1d",
-device)``: causal-conv1d's CUDA kernel where it imports, else ``F.conv1d`` with left padding (torch, any
-device); on the CPU our numba kernel (``conv_kernel.py``). All compute in float32 (float64 for float64
-inputs) and return x's dtype.
+device)``: causal-conv1d's CUDA kernel where it imports, else our Triton kernels (``conv1d_triton.py``)
+where Triton imports, else ``F.conv1d`` with left padding (torch, any device); on the CPU our numba kernel
+(``conv_kernel.py``). All compute in float32 (float64 for float64 inputs, except Triton's) and return x's
+dtype.
 
 Output position t sees inputs t-W+1 .. t of its own channel only (zero history before t = 0).
 """
@@ -18,7 +19,7 @@ _ACTIVATIONS = (None, "silu", "swish")
 
 def conv1d_backend(tensor: Tensor) -> str:
     """The backend ``causal_conv1d`` uses for inputs living where ``tensor`` lives: "causal_conv1d",
-    "torch" or "numba" (see ``backend.py``)."""
+    "triton", "torch" or "numba" (see ``backend.py``)."""
     return backend.choose("conv1d", tensor.device)
 
 
@@ -37,6 +38,11 @@ def causal_conv1d(x: Tensor, weight: Tensor, bias: Tensor | None = None, activat
         # which no machine here could test. A copy to its standard (batch, dim, L) layout is cheap on a GPU.
         # activation by keyword: causal_conv1d_fn's 4th parameter is seq_idx (since causal-conv1d 1.2).
         return backend.extension("conv1d")(x.contiguous(), weight, bias, activation=activation)
+    if chosen == "triton":
+        from .conv1d_triton import causal_conv1d_triton  # triton is imported on first use only
+
+        # float32 math in registers; x's dtype and layout kept (Triton's math stays float32 for float64)
+        return causal_conv1d_triton(x, weight, bias, activation is not None)
     if chosen == "torch":
         return _causal_conv1d_torch(x, weight, bias, activation is not None)
     return _causal_conv1d_cpu(x, weight, bias, activation is not None)

@@ -8,9 +8,11 @@
     y     <- y * silu(z)                            (if z is given)
 
 The backend is chosen by ``backend.choose("scan", device)`` (see ``backend.py``): mamba-ssm's fused
-kernel for CUDA tensors where it imports, else the chunked scan in torch ops (``scan_torch.py``); on the
-CPU our numba engine (``scan_kernel.py``: numba forward and hand-written backward). All compute in
-float32 (float64 for float64 inputs). Models call this function and never branch on the device themselves.
+kernel for CUDA tensors where it imports, else our Triton kernels (``scan_triton.py``) where Triton imports,
+else the chunked scan in torch ops (``scan_torch.py``); on the CPU our numba engine (``scan_kernel.py``:
+numba forward and hand-written backward). All compute in float32 (float64 for float64 inputs, except
+Triton's, which stays float32 as mamba-ssm's does). Models call this function and never branch on the
+device themselves.
 """
 from __future__ import annotations
 
@@ -22,8 +24,8 @@ from . import backend
 
 
 def scan_backend(tensor: Tensor) -> str:
-    """The backend ``selective_scan`` uses for inputs living where ``tensor`` lives: "mamba_ssm", "torch" or
-    "numba" (see ``backend.py``)."""
+    """The backend ``selective_scan`` uses for inputs living where ``tensor`` lives: "mamba_ssm", "triton",
+    "torch" or "numba" (see ``backend.py``)."""
     return backend.choose("scan", tensor.device)
 
 
@@ -41,6 +43,8 @@ def selective_scan(u: Tensor, delta: Tensor, A: Tensor, B: Tensor, C: Tensor, D:
     if chosen == "mamba_ssm":
         return backend.extension("scan")(u, delta, A, B, C, D=D, z=z, delta_bias=delta_bias,
                                           delta_softplus=delta_softplus, return_last_state=return_last_state)
+    if chosen == "triton":
+        return _selective_scan_triton(u, delta, A, B, C, D, z, delta_bias, delta_softplus, return_last_state)
     if chosen == "torch":
         return _selective_scan_torch(u, delta, A, B, C, D, z, delta_bias, delta_softplus, return_last_state)
     return _selective_scan_cpu(u, delta, A, B, C, D, z, delta_bias, delta_softplus, return_last_state)
@@ -90,6 +94,20 @@ def _check_shapes(u: Tensor, delta: Tensor, A: Tensor, B: Tensor, C: Tensor, D: 
 
 def _compute_dtype(*tensors: Tensor) -> torch.dtype:
     return torch.float64 if any(t.dtype == torch.float64 for t in tensors) else torch.float32
+
+
+def _selective_scan_triton(u: Tensor, delta: Tensor, A: Tensor, B: Tensor, C: Tensor, D: Tensor | None,
+                           z: Tensor | None, delta_bias: Tensor | None, delta_softplus: bool,
+                           return_last_state: bool) -> Tensor | tuple[Tensor, Tensor]:
+    """Our Triton kernels (``scan_triton.py``): float32 math in registers, inputs read in their own dtypes
+    and layouts (no copies), y in u's dtype and layout; the last state float32."""
+    from .scan_triton import selective_scan_triton  # triton is imported on first use only
+
+    _check_shapes(u, delta, A, B, C, D, z, delta_bias)
+    if B.dim() == 3:
+        B, C = B.unsqueeze(1), C.unsqueeze(1)
+    y, last = selective_scan_triton(u, delta, A, B, C, D, z, delta_bias, delta_softplus)
+    return (y, last) if return_last_state else y
 
 
 def _selective_scan_torch(u: Tensor, delta: Tensor, A: Tensor, B: Tensor, C: Tensor, D: Tensor | None,

@@ -22,8 +22,16 @@ if TYPE_CHECKING:  # torch is imported inside the functions: --help stays fast
 USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, FileNotFoundError)
 
 
-def add_config_args(parser: argparse.ArgumentParser, required: bool = True) -> None:
-    parser.add_argument("--config", required=required, help="YAML config (see configs/)")
+def add_config_args(parser: argparse.ArgumentParser, required: bool = True, positional: bool = False) -> None:
+    """``--config FILE`` and ``--set KEY=VALUE ...``; with ``positional`` the config is the first argument
+    (as MMSegmentation's and Pointcept's tools take it) and ``--config`` stays as an alias
+    (:func:`parse_args` joins the two into ``args.config``)."""
+    if positional:
+        parser.add_argument("config", nargs="?", help="YAML config (see configs/); --config FILE says the same")
+        parser.add_argument("--config", dest="config_flag", metavar="FILE", help=argparse.SUPPRESS)
+        parser.set_defaults(config_required=required)
+    else:
+        parser.add_argument("--config", required=required, help="YAML config (see configs/)")
     parser.add_argument("--set", dest="overrides", nargs="+", action="extend", default=[], metavar="KEY=VALUE",
                         help="override config keys, e.g. --set train.epochs=5 model.relpos.preset=naive")
 
@@ -77,7 +85,7 @@ def open_eval_run(args: argparse.Namespace, default_out: str | None = None) -> E
     ``--checkpoint`` (with ``--average-with``) and build the ``--split`` dataset (no augmentation).
 
     ``default_out`` None: ``--out`` is required and checked first of all. Else ``--out`` is optional,
-    default ``<checkpoint dir>/<default_out>``, and checked once the checkpoint is resolved.
+    default :func:`default_out_dir`, and checked once the checkpoint is resolved.
     """
     from pointmamba.cli.output_files import check_out_dir
     from pointmamba.config import load_config
@@ -93,7 +101,7 @@ def open_eval_run(args: argparse.Namespace, default_out: str | None = None) -> E
     device = resolve_device(cfg["train"]["device"])
     checkpoint = resolve_checkpoint(args.checkpoint)
     if default_out is not None:  # the default lies beside the checkpoint: known only now
-        out = Path(args.out) if args.out else checkpoint.parent / default_out
+        out = Path(args.out) if args.out else default_out_dir(checkpoint, default_out)
         check_out_dir(out)
     model, cfg = load_trained(checkpoint, device, config=cfg, average_with=args.average_with)
     dataset = build_dataset(cfg, args.split, train=False)
@@ -102,10 +110,22 @@ def open_eval_run(args: argparse.Namespace, default_out: str | None = None) -> E
 
 
 def parse_args(parser: argparse.ArgumentParser, argv: list[str] | None = None) -> argparse.Namespace:
-    """``parser.parse_args`` plus ``--verbose``; configures pointmamba's logging (DEBUG with --verbose, else
-    WARNING) and prints which backend each op uses on CPU (and CUDA) to stderr."""
+    """``parser.parse_args`` plus ``--verbose`` and ``--no-progress`` (every tool has both); configures
+    pointmamba's logging (DEBUG with --verbose, else WARNING) and prints which backend each op uses on CPU
+    (and CUDA) to stderr. ``--no-progress`` sets ``TQDM_DISABLE=1``, which turns off every progress bar that
+    does not set its own ``disable`` (and those of subprocesses); a tool whose bars do (training's
+    ``train.progress``) also reads ``args.no_progress``."""
     parser.add_argument("--verbose", action="store_true", help="show debug log lines (e.g. each op's backend choice)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bars (logs, CI)")
     args = parser.parse_args(argv)
+    if hasattr(args, "config_flag"):  # a positional config with its --config alias
+        if args.config and args.config_flag and args.config != args.config_flag:
+            parser.error(f"two configs given: {args.config} and --config {args.config_flag}")
+        args.config = args.config or args.config_flag
+        if args.config_required and not args.config:
+            parser.error("a config is required: CONFIG (or --config CONFIG)")
+    if args.no_progress:
+        os.environ["TQDM_DISABLE"] = "1"
     logger = logging.getLogger("pointmamba")
     if not any(getattr(h, "_pointmamba_tools", False) for h in logger.handlers):
         handler = logging.StreamHandler()

@@ -1,19 +1,28 @@
 #!/usr/bin/env python3
 """Evaluate a checkpoint on a split: accuracy, per-class IoU, mIoU, Dice and the 3DTeethSeg'22 metrics.
 
-    tools/test.py --config FILE --checkpoint CKPT [--average-with CKPT ...] [--split test] [--out DIR]
-                  [--set key=value ...]
+    tools/test.py CONFIG [--checkpoint CKPT] [--average-with CKPT ...] [--split test] [--out DIR]
+                  [--set key=value ...] [--no-progress] [--verbose]
+
+(``--config CONFIG`` is an alias of the positional config.)
 
 Metrics are computed on every original vertex, predicted exactly as tools/predict.py does (the ``infer``
 config section: mirror test-time augmentation, tooth decoding, graph cut; switch each with --set).
 Writes DIR/metrics.json (overall, per class, per scan, summary), DIR/per_scan.csv, DIR/per_class.csv,
-DIR/summary.md and DIR/confusion.png (default DIR: <checkpoint dir>/test_<split>). The summary gives the
+DIR/summary.md and DIR/confusion.png (default DIR: work_dirs/<run>/test_<split>, <run> the checkpoint's folder,
+or its stem for the shipped model: never inside the installed package). The summary gives the
 per-scan mIoU's mean, 10th percentile and share of kept scans (>= 0.80) and the dataset-level mIoU, for
-the split and per source (data root), jaw, arches with <= 13 teeth and arches with a third molar.
+the split and per source (data root), jaw, arches with <= 13 teeth and arches with a third molar, and
+for the arches with a side of canine, one premolar-sized tooth, then molars: without it, with it under the
+default ``auto`` dentition, and with it under the dentition its reference's numbering gives (issue 43);
+per group the share of scans flagged for review.
+A scored scan that was among the checkpoint's training scans is named in a warning (before and after the
+scores): its score measures fit, not accuracy on new scans.
 """
 from __future__ import annotations
 
 import argparse
+import sys
 
 from .. import finite_json
 from ._common import add_average_with_arg, add_config_args, open_eval_run, parse_args, run_main
@@ -21,11 +30,11 @@ from ._common import add_average_with_arg, add_config_args, open_eval_run, parse
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_config_args(parser)
+    add_config_args(parser, positional=True)
     parser.add_argument("--checkpoint", help="checkpoint to evaluate (default: the shipped model)")
     add_average_with_arg(parser)
     parser.add_argument("--split", default="test", choices=("train", "val", "test"))
-    parser.add_argument("--out", help="output directory")
+    parser.add_argument("--out", help="output directory (default: work_dirs/<run>/test_<split>)")
     parser.add_argument("--compare-infer", action="store_true",
                         help="also measure every inference switch on its own (network run once per scan) -> "
                              "DIR/infer_switches.md")
@@ -38,7 +47,8 @@ def main() -> None:
     from pointmamba.evaluation.confusion_plot import plot_confusion
     from pointmamba.evaluation.inference import segment_scan
     from pointmamba.evaluation.metrics import ConfusionMatrix
-    from pointmamba.evaluation.scan_summary import reference_groups, summarize, summary_table
+    from pointmamba.evaluation.scan_summary import (dentition_given_columns, reference_groups, review_columns,
+                                                    summarize, summary_table)
     from pointmamba.evaluation.teeth_metrics import aggregate_teeth_metrics, teeth_metrics
     from pointmamba.atomic_file import atomic_write, write_csv
     from pointmamba.cli.output_files import make_out_dir
@@ -46,6 +56,12 @@ def main() -> None:
     run = open_eval_run(args, default_out=f"test_{args.split}")
     model, cfg, device, dataset, out = run.model, run.cfg, run.device, run.dataset, run.out
     num_classes = cfg["data"]["num_classes"]
+    from pointmamba.training import training_scans
+
+    seen = training_scans.warning_line(run.checkpoint, dataset.names,
+                                       *training_scans.of_checkpoints([run.checkpoint, *run.average_with]))
+    if seen:
+        print(seen, file=sys.stderr)
     make_out_dir(out)
 
     if args.compare_infer:
@@ -69,7 +85,10 @@ def main() -> None:
         row = {"name": dataset.names[i], "source": dataset.sources[i], "jaw": scan.jaw,
                "vertices": int(scan.num_vertices), "teeth": int((np.unique(scan.labels) > 0).sum()),
                **reference_groups(scan.labels, dataset.aligned_vertices(i), scan.jaw),
-               "accuracy": scan_cm.accuracy(), "miou": scan_cm.miou()}
+               "accuracy": scan_cm.accuracy(), "miou": scan_cm.miou(), **review_columns(pred, scan)}
+        # the pattern's arches again with the dentition their reference gives (a second network pass)
+        row.update(dentition_given_columns(model, scan, cfg, device, dataset.aligned_vertices(i), num_classes)
+                   if row.get("lone_premolar") else {"dentition_given": None, "miou_given": None})
         tm = teeth_metrics(scan.vertices.astype(np.float64), scan.labels.astype(np.int64), pred.fdi)
         row.update({k: tm[k] for k in ("TSA", "TLA", "TIR", "score")})
         row["_teeth"] = tm
@@ -95,6 +114,8 @@ def main() -> None:
     print(" ".join(f"{k}={v:.4f}" if isinstance(v, float) else f"{k}={v}" for k, v in overall.items()))
     print(summary_table(summary))
     print(f"written: {out / 'metrics.json'}, per_scan.csv, per_class.csv, summary.md, confusion.png")
+    if seen:  # again below the scores, where it is read
+        print(seen, file=sys.stderr)
 
 
 def cli() -> None:

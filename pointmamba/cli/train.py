@@ -1,13 +1,20 @@
 #!/usr/bin/env python3
 """Train a segmentation network.
 
-    tools/train.py --config FILE [--set key=value ...] [--work-dir DIR] [--resume | --overwrite]
+    tools/train.py CONFIG [--set key=value ...] [--out DIR] [--resume | --overwrite] [--no-progress] [--verbose]
+
+``--config CONFIG`` and ``--work-dir DIR`` are accepted as aliases of the positional config and ``--out``.
 
 A work dir that holds a previous run (checkpoints) is refused unless --resume continues it or --overwrite
 replaces it (removing only what a run writes); it holds one training at a time (a second one started there
 stops in one line); a work dir that is a link, or a folder of other files, is refused.
 
-Multi-GPU / multi-node: ``torchrun --nproc_per_node=N tools/train.py --config FILE`` (DDP; gloo on CPU).
+The work dir gets last.pth / best.pth (each records the names of its training scans, which tools/test.py and
+tools/predict.py --reference warn about), metrics.jsonl, train.log, val_pictures/ and TensorBoard events in tb/
+(train/loss every step, val_iou/<jaw>/<FDI>, the config in the HPARAMS and TEXT tabs, a picture of one
+validation prediction per validation).
+
+Multi-GPU / multi-node: ``torchrun --nproc_per_node=N tools/train.py CONFIG`` (DDP; gloo on CPU).
 """
 from __future__ import annotations
 
@@ -18,9 +25,10 @@ from ._common import add_config_args, parse_args, run_main
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_config_args(parser)
-    parser.add_argument("--work-dir", help="output directory (default: config work_dir or work_dirs/<config>)")
-    parser.add_argument("--resume", action="store_true", help="continue from <work-dir>/last.pth")
+    add_config_args(parser, positional=True)
+    parser.add_argument("--out", "--work-dir", dest="out", metavar="DIR",
+                        help="work dir (default: config work_dir or work_dirs/<config>); --work-dir is an alias")
+    parser.add_argument("--resume", action="store_true", help="continue from <out>/last.pth")
     parser.add_argument("--overwrite", action="store_true",
                         help="replace a previous run in the work dir (its checkpoints, metrics and TensorBoard events)")
     args = parse_args(parser)
@@ -28,7 +36,8 @@ def main() -> None:
     from pointmamba.config import load_config
     from pointmamba.training.trainer import TrainingDiverged, Trainer
 
-    overrides = list(args.overrides) + ([f"work_dir={args.work_dir}"] if args.work_dir else [])
+    overrides = list(args.overrides) + ([f"work_dir={args.out}"] if args.out else [])
+    overrides += ["train.progress=false"] if args.no_progress else []
     cfg = load_config(args.config, overrides)
     trainer = Trainer(cfg, resume=args.resume, overwrite=args.overwrite)
     try:

@@ -35,8 +35,10 @@ def full_resolution(batch: PointBatch, rows: torch.Tensor) -> tuple[torch.Tensor
 def evaluate(
     model: nn.Module, loader: Any, num_classes: int, device: torch.device, amp: bool = False, progress: bool = False
 ) -> tuple[dict[str, Any], ConfusionMatrix]:
-    """Accuracy, mIoU, per-class IoU and Dice over all vertices of the loader's scans, plus the mean loss."""
+    """Accuracy, mIoU, per-class IoU and Dice over all vertices of the loader's scans, plus the mean loss;
+    ``iou_by_jaw``: per-class IoU over each jaw's scans (a class id is another tooth in each jaw)."""
     cm = ConfusionMatrix(num_classes)
+    by_jaw: dict[str, ConfusionMatrix] = {}
     loss_sum, loss_n = 0.0, 0
     for batch, logits in predict_loader(model, loader, device, amp, progress):
         target = batch.extra["segment"]
@@ -45,12 +47,20 @@ def evaluate(
             loss_sum += float(nn.functional.cross_entropy(logits[valid], target[valid], reduction="sum"))
             loss_n += int(valid.sum())
         pred, vtarget = full_resolution(batch, logits.argmax(1))
-        cm.update(pred.cpu(), vtarget.cpu())
+        pred, vtarget = pred.cpu(), vtarget.cpu()
+        cm.update(pred, vtarget)
+        jaws = batch.extra.get("jaw")
+        if jaws is not None and "vertex_offset" in batch.extra and len(pred) == int(batch.extra["vertex_offset"][-1]):
+            ends = batch.extra["vertex_offset"].tolist()
+            for jaw, start, end in zip(jaws, [0] + ends[:-1], ends):
+                if jaw:
+                    by_jaw.setdefault(jaw, ConfusionMatrix(num_classes)).update(pred[start:end], vtarget[start:end])
     metrics = {
         "loss": loss_sum / max(loss_n, 1),
         "accuracy": cm.accuracy(),
         "miou": cm.miou(),
         "mdice": cm.mean_dice(),
         "iou": cm.iou().tolist(),
+        "iou_by_jaw": {jaw: c.iou().tolist() for jaw, c in sorted(by_jaw.items())},
     }
     return metrics, cm

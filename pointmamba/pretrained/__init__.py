@@ -63,4 +63,7 @@ def _compact_network(state: dict[str, Any], provenance: dict[str, Any] | None) -
         "hooks": {"warmup": dict(state.get("hooks", {}).get("warmup", {}))},
         "epoch": int(state.get("epoch", 0)),
         "provenance": dict(provenance or {}),
+        # the names of its training scans (training/training_scans.py); a file without them has them
+        # derived from its config where that determines them
+        **({"train_scans": list(state["train_scans"])} if isinstance(state.get("train_scans"), list) else {}),
     }

@@ -18,7 +18,10 @@ Tags (``<m>`` is a RelPos module name from ``net.relpos_modules()``, e.g. ``enc0
 - ``diag/<m>/dist_{mean,p95}`` (mm), ``diag/<m>/dist_norm_mean``, ``diag/<m>/dist_clip_frac`` (normalized
   distance saturated at 1), ``diag/<m>/norm_scale`` (max_rel_dist, or the running quantile)
 - ``diag/grad_norm/<g>``, ``diag/param_norm/<g>``, ``diag/grad_ratio/<g>`` = grad norm / param norm
-- ``diag/flags/exploding/<g>`` (ratio > explode_ratio) and ``diag/flags/vanishing/<g>`` (< vanish_ratio), 0 or 1
+- ``diag/growth/<g>``: the larger of grad norm and param norm, each over the group's own value at its first
+  diagnostics step (kept across a resume)
+- ``diag/flags/exploding/<g>``, 0 or 1: ratio above the group's threshold (``explode_ratio`` times
+  :data:`EXPLODE_FACTORS`) or growth above ``explode_growth``; ``diag/flags/vanishing/<g>``: ratio < vanish_ratio
 - histograms ``diag/<m>/gate`` and ``diag/<m>/dist_norm`` (``diagnostics.histograms``)
 - ``diag/hook_ms``: time this hook spent on the step (reading records and gradients, writing)
 """
@@ -44,6 +47,12 @@ PARAM_GROUPS: dict[str, str] = {
 """Module attribute name -> parameter group; a parameter takes the group of the first name in its dotted
 path found here, else "other" (norms, pooling, other position variants)."""
 GROUPS = ("relpos", "cpe", "mixer", "head")
+EXPLODE_FACTORS: dict[str, float] = {"head": 20.0, "cpe": 10.0, "other": 5.0, "mixer": 1.0, "relpos": 1.0}
+"""Per module kind, the multiple of ``explode_ratio`` above which a grad/param ratio counts as exploding. The
+classifier head, the CPE/stem convolutions and the norms ("other") hold few weights right next to the loss
+or the input, so a healthy step moves them by a large fraction: at init, healthy runs measured head 0.41-0.45,
+cpe 0.15-0.43, other 0.03-0.12, mixer and relpos <= 0.002 (tiny and default models, synthetic scans, lr
+0.01 / 0.002). One threshold of 0.1 flagged the head on every step of every run."""
 _HIST_MAX = 1 << 16  # values per histogram (strided subsample): bounds the numpy/protobuf cost
 
 
@@ -119,15 +128,22 @@ class DiagnosticsHook(Hook):
     name = "diagnostics"
 
     def __init__(self, interval: int, histograms: bool = True, explode_ratio: float = 0.1,
-                 vanish_ratio: float = 1e-5, epoch_ends: bool = False) -> None:
+                 vanish_ratio: float = 1e-5, epoch_ends: bool = False, explode_growth: float = 10.0) -> None:
         if interval < 0:
             raise ValueError(f"diagnostics.interval must be >= 0, got {interval}")
         if not 0 < vanish_ratio < explode_ratio:
             raise ValueError(f"diagnostics: need 0 < vanish_ratio < explode_ratio, got {vanish_ratio}, {explode_ratio}")
+        if not explode_growth > 1:
+            raise ValueError(f"diagnostics: explode_growth must be > 1, got {explode_growth}")
         self.interval = interval
         self.histograms = histograms
         self.explode_ratio = explode_ratio
         self.vanish_ratio = vanish_ratio
+        # with Adam a too-large learning rate blows the weights (and then the gradients) up while their
+        # ratio falls: lr x100 took the CPE weights' norm 35 -> 351 and the mixers' gradient 0.18 -> 9.2 in
+        # one step, ratios 0.15 -> 0.016. Growth over the group's first diagnosed step catches that.
+        self.explode_growth = explode_growth
+        self.first: dict[str, dict[str, float]] = {}  # group -> grad and param norm at its first diagnostics step
         self.epoch_ends = epoch_ends
         self._armed: list[Any] = []  # modules whose ``record`` this hook set
         self._t_hook = 0.0
@@ -168,6 +184,16 @@ class DiagnosticsHook(Hook):
     def after_train(self, trainer: TrainerView) -> None:
         self._disarm()
 
+    def state_dict(self) -> dict[str, Any]:
+        return {"first": {g: dict(v) for g, v in self.first.items()}}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.first = {str(g): {k: float(x) for k, x in v.items()} for g, v in (state.get("first") or {}).items()}
+
+    def threshold(self, group: str) -> float:
+        """The grad/param ratio above which ``group`` counts as exploding."""
+        return self.explode_ratio * EXPLODE_FACTORS.get(group, 1.0)
+
     # ------------------------------------------------------------------ reading
     def after_backward(self, trainer: TrainerView) -> None:
         if not self._due(trainer):
@@ -194,7 +220,11 @@ class DiagnosticsHook(Hook):
         groups = grad_ratios(trainer.net)
         flags: dict[str, list[str]] = {"exploding": [], "vanishing": []}
         for g, v in groups.items():
-            exploding, vanishing = v["ratio"] > self.explode_ratio, v["ratio"] < self.vanish_ratio
+            first = self.first.setdefault(g, {"grad_norm": v["grad_norm"], "param_norm": v["param_norm"]})
+            v["growth"] = max(v["grad_norm"] / max(first["grad_norm"], 1e-12),
+                              v["param_norm"] / max(first["param_norm"], 1e-12))
+            exploding = v["ratio"] > self.threshold(g) or v["growth"] > self.explode_growth
+            vanishing = v["ratio"] < self.vanish_ratio
             v["exploding"], v["vanishing"] = float(exploding), float(vanishing)
             if exploding:
                 flags["exploding"].append(g)
@@ -203,6 +233,7 @@ class DiagnosticsHook(Hook):
             writer.add_scalar(f"diag/grad_norm/{g}", v["grad_norm"], step)
             writer.add_scalar(f"diag/param_norm/{g}", v["param_norm"], step)
             writer.add_scalar(f"diag/grad_ratio/{g}", v["ratio"], step)
+            writer.add_scalar(f"diag/growth/{g}", v["growth"], step)
             writer.add_scalar(f"diag/flags/exploding/{g}", v["exploding"], step)
             writer.add_scalar(f"diag/flags/vanishing/{g}", v["vanishing"], step)
         hook_ms = 1000.0 * (time.perf_counter() - t0 + self._t_hook)
@@ -236,6 +267,8 @@ class DiagnosticsHook(Hook):
             parts.append("grad/param " + " ".join(f"{g} {v['ratio']:.2e}" for g, v in last["groups"].items()))
         for kind, groups in last["flags"].items():
             if groups:
-                parts.append(f"{kind.upper()}: {','.join(groups)}")
+                why = {g: last["groups"][g] for g in groups}
+                parts.append(f"{kind.upper()}: " + ",".join(
+                    f"{g} ({v['ratio']:.2g} grad/param, {v.get('growth', 1.0):.3g}x its first)" for g, v in why.items()))
         parts.append(f"{last['hook_ms']:.1f} ms")
         return " | ".join(parts)

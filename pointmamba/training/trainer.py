@@ -75,10 +75,15 @@ class Trainer:
                 clear_previous_run(self.work_dir, self.log, "--overwrite: removed the previous run's" if overwrite else
                                    "removed what a run that saved no checkpoint left (killed in its first epoch?):")
             dump_config(cfg, self.work_dir / "config.yaml")
+        self.train_scans: list[str] = list(self.train_set.names)  # with init_from: the starting model's added
         self.build_model(init_from=cfg["train"]["init_from"] if not resume else None)
         self.build_optimizer()
         self.writer = self.build_writer()
         self.hooks: list[Hook] = build_hooks(cfg) + list(hooks or [])
+        if self.writer is not None:
+            from .tensorboard_logs import log_config
+
+            log_config(self.writer, cfg)
 
         self.epoch = 0
         self.iteration = 0
@@ -222,8 +227,23 @@ class Trainer:
                              f"{(bad + missing)[0]}); use the checkpoint's model section"
                              + input_hint(state.get("config") or {}, self.cfg))
         self.net.load_state_dict(state["model"])
+        self._add_starting_scans(path, state)
         others = state.get("average_with") or []  # a file of averaged networks: its first is the one at the top
         self.log(f"initialized from {path}" + (f" (the first of its {len(others) + 1} averaged networks)" if others else ""))
+
+    def _add_starting_scans(self, path: Path, state: dict[str, Any]) -> None:
+        """Fine-tuning: the starting model's training scans count as this run's (its scores on them are fit)."""
+        from .training_scans import of_state
+
+        scans = of_state(state)
+        if scans is None:
+            self.log(f"warning: {path} records no training scans and its config does not determine them here: "
+                     "this run's checkpoints list only its own")
+            return
+        entries = scans.parts[0][0]  # a split file's patient IDs stand for both jaws
+        names = {n if n.endswith(("_upper", "_lower")) else f"{n}_{jaw}" for n in entries
+                 for jaw in ("upper", "lower")}
+        self.train_scans = sorted(set(self.train_scans) | set(scans.among(sorted(names))))
 
     def _split_exists(self, split: str) -> bool:
         from ..data.dataset import read_split, split_path
@@ -250,6 +270,7 @@ class Trainer:
             "rng": rng_state(),
             "hooks": {h.name: h.state_dict() for h in self.hooks},
             "config": {k: v for k, v in self.cfg.items() if not k.startswith("_")},
+            "train_scans": sorted(self.train_scans),  # read by tools/test.py and predict --reference
         }
 
     def resume(self, path: Path, state: dict[str, Any] | None = None) -> None:
@@ -385,10 +406,11 @@ class Trainer:
         value = float(loss.detach())
         self.last_finite_loss = value
         self.iteration += 1
-        if self.writer is not None and self.iteration % t["log_interval"] == 0:
+        if self.writer is not None:  # the loss every step (a short run of a few steps still shows a curve)
             self.writer.add_scalar("train/loss", value, self.iteration)
-            self.writer.add_scalar("train/lr", self.scheduler.get_last_lr()[0], self.iteration)
-            self.writer.add_scalar("train/grad_norm", grad_norm, self.iteration)
+            if self.iteration % t["log_interval"] == 0 or self.iteration == 1:
+                self.writer.add_scalar("train/lr", self.scheduler.get_last_lr()[0], self.iteration)
+                self.writer.add_scalar("train/grad_norm", grad_norm, self.iteration)
         self._call("after_step", value)
         return value
 
@@ -403,9 +425,12 @@ class Trainer:
             assert self.writer is not None
             for key in ("val_loss", "val_miou", "val_accuracy", "val_mdice"):
                 self.writer.add_scalar(key.replace("_", "/", 1), out[key], self.iteration)
-            for c, value in enumerate(metrics["iou"]):
-                if value == value:  # NaN: class absent from val targets and predictions
-                    self.writer.add_scalar(f"val_iou/class_{c:02d}", value, self.iteration)
+            from .tensorboard_logs import log_class_iou, log_val_picture
+
+            log_class_iou(self.writer, metrics["iou_by_jaw"], self.cfg["data"]["num_classes"], self.iteration)
+            log_val_picture(self.writer, self.net, self.val_loader.dataset, self.cfg, self.device,
+                            self.work_dir / "val_pictures" / f"epoch_{self.epoch + 1:03d}.png", self.epoch + 1,
+                            self.iteration)
         barrier(self.dist)
         return out
 

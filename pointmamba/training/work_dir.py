@@ -24,7 +24,9 @@ LOGS = ("metrics.jsonl", "diagnostics.jsonl")
 RUN_FILES = CHECKPOINTS + LOGS
 """What ``--overwrite`` removes, with the TensorBoard event files in ``tb/``."""
 LOCK_FILE = ".train.lock"
-WRITTEN = RUN_FILES + ("config.yaml", "train.log", "tb", LOCK_FILE)
+VAL_PICTURES = "val_pictures"
+"""A picture of one validation prediction per validation (``epoch_NNN.png``), also in TensorBoard."""
+WRITTEN = RUN_FILES + ("config.yaml", "train.log", "tb", VAL_PICTURES, LOCK_FILE)
 """Every name a run writes in its work dir (a link planted under one of them is refused)."""
 OWN = WRITTEN + ("ablate.log",)
 """Names that belong to a run (``tools/ablate.py`` logs a run beside it); anything else is the user's."""
@@ -137,8 +139,8 @@ class WorkDirLock:
 
 def clear_previous_run(work_dir: str | Path, log: Callable[[str], None] = print,
                        why: str = "--overwrite: removed the previous run's") -> list[str]:
-    """Delete what a previous run wrote and a new one would mix with: checkpoints, metrics, diagnostics and
-    the TensorBoard event files in ``tb/``. Anything else (the user's notes, test results, other files in
+    """Delete what a previous run wrote and a new one would mix with: checkpoints, metrics, diagnostics,
+    the TensorBoard event files in ``tb/`` and the validation pictures. Anything else (the user's notes, test results, other files in
     ``tb/``) stays. Returns the names removed (logged after ``why``)."""
     work_dir = Path(work_dir)
     removed = [name for name in RUN_FILES if os.path.lexists(work_dir / name)]
@@ -150,6 +152,12 @@ def clear_previous_run(work_dir: str | Path, log: Callable[[str], None] = print,
         path.unlink()
     if events:
         removed.append(f"{len(events)} TensorBoard event file(s) in tb/")
+    pictures = work_dir / VAL_PICTURES
+    shown = sorted(pictures.glob("epoch_*.png")) if pictures.is_dir() and not pictures.is_symlink() else []
+    for path in shown:
+        path.unlink()
+    if shown:
+        removed.append(f"{len(shown)} validation picture(s) in {VAL_PICTURES}/")
     if removed:
         log(f"{why} {', '.join(removed)} from {work_dir}")
     return removed

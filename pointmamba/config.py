@@ -156,6 +156,10 @@ INFER_DEFAULTS: dict[str, Any] = {
     # at 16x density 0.830 both; docs/results/scan_density); false: one cut of every unsettled vertex.
     # Decimated scans are one cut either way
     "graph_cut_coarse_first": True,
+    # how a side of canine, one premolar-sized tooth, then molars is numbered (evaluation/dentition.py):
+    # permanent (premolar 5, first molar 6) | mixed (4, then primary second molar 5, first molar 6) | auto
+    # (the likelier, the scan flagged with both readings). Arches without that side are numbered alike
+    "dentition": "auto",
 }
 
 WARMUP_DEFAULTS: dict[str, Any] = {
@@ -411,11 +415,18 @@ def _validate_shape_model(value: Any) -> None:
         raise ConfigError(f"config key 'infer.shape_model' must be a file path or null, got {type(value).__name__} {value!r}")
 
 
+def _validate_dentition(value: Any) -> None:
+    from .evaluation.dentition import DENTITIONS
+
+    if value not in DENTITIONS:
+        raise ConfigError(f"config key 'infer.dentition' must be one of {', '.join(DENTITIONS)}, got {value!r}")
+
+
 # keys whose value is not simply of its default's type: each checked by its own function
 _SPECIAL = {"data.root": _validate_root, "data.augment": _validate_augment,
             "data.missing_teeth": _validate_missing_teeth, "infer.shape_weight": _validate_shape_weight,
             "data.scan_repeats": _validate_scan_repeats,
-            "infer.shape_model": _validate_shape_model,
+            "infer.shape_model": _validate_shape_model, "infer.dentition": _validate_dentition,
             "infer.tooth_weight": lambda value: _validate_shape_weight(value, "infer.tooth_weight")}
 
 

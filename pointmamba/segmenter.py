@@ -35,7 +35,9 @@ class Segmenter:
     ``pointmamba/pretrained/MODEL_CARD.md``); ``device``: ``auto`` | ``cpu`` | ``cuda[:N]`` or a
     ``torch.device``; ``infer``:
     inference switches over the defaults (``pointmamba.config.INFER_DEFAULTS``), e.g.
-    ``{"graph_cut": False}``; ``rules``: when a scan is flagged for review.
+    ``{"graph_cut": False}``; ``rules``: when a scan is flagged for review; ``dentition``: ``auto`` |
+    ``permanent`` | ``mixed``, how a side of canine, one premolar-sized tooth, then molars is numbered
+    (``pointmamba/evaluation/dentition.py``; None: ``infer``'s, default ``auto``), also given per call.
 
     Thread-safe: several threads may call one ``Segmenter`` (or several) at once. Loading and checking
     scans runs in parallel; the model's inference runs one scan at a time per process, under a lock
@@ -44,7 +46,8 @@ class Segmenter:
     """
 
     def __init__(self, checkpoint: str | PathLike | None = None, device: Any = "auto",
-                 infer: dict[str, Any] | None = None, rules: ReviewRules = ReviewRules()) -> None:
+                 infer: dict[str, Any] | None = None, rules: ReviewRules = ReviewRules(),
+                 dentition: str | None = None) -> None:
         from .config import resolve_infer
         from .device import resolve_device
         from .evaluation.inference import load_trained
@@ -53,6 +56,10 @@ class Segmenter:
         import torch
 
         infer = resolve_infer(infer)  # typos and out-of-range values fail before the model loads
+        if dentition is not None:
+            from .evaluation.dentition import check_dentition
+
+            infer["dentition"] = check_dentition(dentition, "Segmenter")
         self.device = device if isinstance(device, torch.device) else resolve_device(device, "device")
         self.checkpoint = resolve_checkpoint(checkpoint)
         self.model, self.config = load_trained(self.checkpoint, self.device)
@@ -71,14 +78,14 @@ class Segmenter:
         return dict(self.config["infer"])
 
     def __call__(self, scan: Any, *, jaw: str | None = None, units: str = "auto",
-                 name: str | None = None) -> Segmentation:
+                 name: str | None = None, dentition: str | None = None) -> Segmentation:
         """Segment ``scan``: a mesh file (OBJ / PLY / STL), ``(vertices, faces)`` arrays, an object with
         ``.vertices`` and ``.faces`` (a ``trimesh.Trimesh``) or a :class:`~pointmamba.data.Scan`.
 
         ``jaw`` ``"upper"`` / ``"lower"`` (default: the file name ``*_upper`` / ``*_lower`` or a label file
         beside it; needed by the 17-class model); ``units`` of the coordinates, ``auto`` (from the scan's
-        size; a rescale is warned about), ``mm``, ``cm`` or ``m``; ``name`` for messages and output names.
-        Bad input raises ValueError naming the file (or ``name``) and what is wrong.
+        size; a rescale is warned about), ``mm``, ``cm`` or ``m``; ``name`` for messages and output names;
+        ``dentition`` this scan's (default: the Segmenter's). Bad input raises ValueError naming the file (or ``name``) and what is wrong.
         """
         from .data.units import infer_units
 
@@ -86,7 +93,7 @@ class Segmenter:
         decision = infer_units(source.vertices, units, source.path or source.name)
         if decision.warning:
             warnings.warn(decision.warning, stacklevel=2)
-        return self.segment(source, decision)
+        return self.segment(source, decision, dentition=dentition)
 
     def load(self, scan: Any, jaw: str | None = None, name: str | None = None) -> Any:  # -> Scan
         """The checked :class:`~pointmamba.data.Scan` that ``__call__`` segments (see there)."""
@@ -125,10 +132,12 @@ class Segmenter:
             out.meta = {**out.meta, "name": name}
         return out
 
-    def segment(self, scan: Any, units: Any, progress: Callable[[str], None] | None = None) -> Segmentation:
+    def segment(self, scan: Any, units: Any, progress: Callable[[str], None] | None = None,
+                dentition: str | None = None) -> Segmentation:
         """Segment a loaded, checked :class:`~pointmamba.data.Scan` (coordinates as in its file) whose
         units were decided (:class:`~pointmamba.data.units.UnitsDecision`): the path tools take after
-        checking every input up front. ``progress`` is told each step as it starts."""
+        checking every input up front. ``progress`` is told each step as it starts; ``dentition`` this
+        scan's (None: the Segmenter's)."""
         from .data.teeth3ds import instances_from_labels
         from .data.units import rescaled
         from .evaluation.confidence import scan_confidence
@@ -136,14 +145,20 @@ class Segmenter:
 
         t0 = time.perf_counter()
         in_mm = rescaled(scan, units.factor)
+        config = self.config
+        if dentition is not None:  # this scan's: a copy, so other threads' scans keep the Segmenter's
+            from .evaluation.dentition import check_dentition
+
+            config = {**config, "infer": {**config["infer"], "dentition": check_dentition(dentition, scan.path or scan.name)}}
         with INFERENCE_LOCK:
-            pred = segment_scan(self.model, in_mm, self.config, self.device, progress)
+            pred = segment_scan(self.model, in_mm, config, self.device, progress)
         instances = getattr(pred, "instances", None)  # an instance-level numbering's own, where it has them
         if instances is None:
             instances = instances_from_labels(pred.fdi)
         jaw = scan.jaw or _jaw_of(pred.fdi)  # a 33-class model numbers both jaws: its teeth say which
         confidence = scan_confidence(pred.probs, pred.classes, instances, jaw, pred.aligned,
-                                     getattr(pred, "instance_probs", None), self.rules)
+                                     getattr(pred, "instance_probs", None), self.rules, faces=scan.faces,
+                                     dentition=getattr(pred.numbering, "dentition", None))
         name = scan.meta.get("name") or scan.name
         return Segmentation(name=name, id_patient=str(scan.id_patient or name), jaw=jaw,
                             vertices=scan.vertices, faces=scan.faces, aligned=pred.aligned, labels=pred.fdi,

@@ -59,6 +59,12 @@ def main() -> None:
     parser.add_argument("--report", metavar="HTML", help="write a review page of all scans (e.g. DIR/index.html)")
     parser.add_argument("--export-teeth", action="store_true",
                         help="also write each tooth as DIR/<stem>_<FDI>.stl and the gingiva as DIR/<stem>_gingiva.stl")
+    parser.add_argument("--dentition", choices=("auto", "permanent", "mixed"),
+                        help="how a side of canine, one premolar-sized tooth, then molars is numbered: permanent "
+                             "(premolar 5, first molar 6), mixed (primary molars 4, 5; first molar 6), auto (the "
+                             "likelier, the scan flagged with both readings; the default)")
+    parser.add_argument("--dentition-file", metavar="CSV",
+                        help="per-scan dentition: rows 'scan stem,dentition' (over --dentition for the scans it names)")
     args = parse_args(parser)
 
     from tqdm import tqdm
@@ -88,7 +94,10 @@ def main() -> None:
         raise ValueError("--reference auto stands alone (the label file beside each mesh), not among files")
     else:
         references = [Path(r) for r in args.reference]
-    segmenter = Segmenter(args.checkpoint, resolve_device(args.device, "--device"), infer)
+    from pointmamba.evaluation.dentition import read_dentition_file
+
+    dentitions = read_dentition_file(args.dentition_file) if args.dentition_file else {}
+    segmenter = Segmenter(args.checkpoint, resolve_device(args.device, "--device"), infer, dentition=args.dentition)
     print(f"model: {segmenter.checkpoint}; inference: " + ", ".join(f"{k}={v}" for k, v in segmenter.infer.items()))
     inputs = check_predict_inputs(paths, args.jaw, args.units, references, need_jaw=segmenter.num_classes == 17,
                                   warn=lambda m: print(m, file=sys.stderr))
@@ -115,7 +124,7 @@ def main() -> None:
                 scan = checked_scan(item)  # read once, by the check
             scan.meta["name"] = stem
             progress = step_printer(str(item.path), item.num_vertices >= LARGE_SCAN_VERTICES)
-            result = segmenter.segment(scan, item.units, progress)
+            result = segmenter.segment(scan, item.units, progress, dentition=dentitions.get(item.path.stem))
             if progress:
                 progress("writing results")
             with step("write"):

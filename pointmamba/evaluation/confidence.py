@@ -20,7 +20,13 @@ Per scan: the lowest tooth confidence, and ``review`` with one reason per findin
 * neighbours along the arch with room for a tooth between them (a missing tooth, or numbers shifted), or
   a number skipped between neighbours that touch (the skipped tooth is not missing: numbers shifted?);
 * no tooth found, or fewer than ``few_teeth`` (an edentulous or nearly edentulous arch: teeth found on bare
-  gingiva, or real ones missed, are the likely errors there).
+  gingiva, or real ones missed, are the likely errors there);
+* a side of the lone-premolar pattern read under ``auto`` dentition (both readings named; :mod:`.dentition`);
+* a tooth split in two, a tooth dropped between two teeth or at the arch's end, a mesh of several large
+  parts (:mod:`.review_checks`).
+
+A side read under a given dentition is not flagged for what that dentition explains (a molar-sized "5"
+under ``mixed``, a skipped 4 under ``permanent``).
 
 The thresholds were chosen on validation scans; ``tools/calibrate_confidence.py`` measures them (reliability
 plot, how often a flagged and an unflagged scan were wrong): ``docs/results/confidence/``.
@@ -53,6 +59,18 @@ class ReviewRules:
     room: float = 1.6  # neighbours' centroids further apart than this times their typical half-widths' sum
     touch: float = 1.25  # a number skipped between neighbours closer than this times that sum
     few_teeth: int = 6  # fewer teeth than this: a person checks (no val arch has under 11)
+    # evaluation/review_checks.py; chosen before any val figure (docs/results/review_flag/README.md).
+    # split: two touching neighbours each narrower than split_half x their number's typical width, together
+    # at most split_sum x the wider one's (reference teeth: 1st percentile of width / typical 0.80)
+    split_half: float = 0.7
+    split_sum: float = 1.4
+    split_gap_mm: float = 1.0  # "touching": their nearest vertices closer than this (about an edge of a decimated scan)
+    # dropped: a space of at least dropped_gap x the narrowest skipped tooth's typical width, across which the
+    # network's tooth-like gingiva spans at least tooth_share x that width
+    dropped_gap: float = 0.6
+    tooth_share: float = 0.5
+    end_share: float = 0.5  # lost_end: tooth-like gingiva behind a side's last tooth along this x the next tooth's width
+    second_part: float = 0.2  # parts: a second connected part of at least this share of the vertices (data/integrity.py)
 
 
 @dataclass
@@ -66,12 +84,14 @@ class ToothConfidence:
     runner_up_confidence: float
     vertices: int
     width_mm: float | None = None
+    alternative: int | None = None  # its number under the other reading of the dentition (auto; None: the same)
 
     def describe(self) -> str:
         return f"tooth {self.fdi} ({self.confidence:.2f}; {self.runner_up}: {self.runner_up_confidence:.2f})"
 
 
-FINDINGS = ("uncertain", "twice", "wide", "narrow", "molar_sized", "room", "skipped", "none", "few")
+FINDINGS = ("uncertain", "twice", "wide", "narrow", "molar_sized", "room", "skipped", "none", "few", "dentition",
+            "split", "dropped", "lost_end", "parts")
 """Kinds of review finding, in the order of the module doc."""
 
 
@@ -83,6 +103,7 @@ class ScanConfidence:
     teeth: list[ToothConfidence]
     findings: list[tuple[str, str]] = field(default_factory=list)
     rules: ReviewRules = field(default_factory=ReviewRules)
+    dentition: dict[str, Any] | None = None  # how the lone-premolar pattern was read (DentitionReading.to_json)
 
     @property
     def reasons(self) -> list[str]:
@@ -107,11 +128,14 @@ class ScanConfidence:
     def to_json(self) -> dict[str, Any]:
         """Plain data for the prediction's JSON (beside the Teeth3DS keys)."""
         m = self.min_confidence
-        return {"review": self.review, "findings": [{"kind": k, "text": t} for k, t in self.findings],
-                "min_confidence": None if m is None else round(m, 4),
-                "review_below": self.rules.review_below,
-                "teeth": [{k: (round(v, 4) if isinstance(v, float) else v) for k, v in asdict(t).items()}
-                          for t in self.teeth]}
+        out = {"review": self.review, "findings": [{"kind": k, "text": t} for k, t in self.findings],
+               "min_confidence": None if m is None else round(m, 4),
+               "review_below": self.rules.review_below,
+               "teeth": [{k: (round(v, 4) if isinstance(v, float) else v) for k, v in asdict(t).items()
+                          if k != "alternative" or v is not None} for t in self.teeth]}
+        if self.dentition is not None:
+            out["dentition"] = self.dentition
+        return out
 
 
 def _arch_index(fdi: int) -> int:
@@ -146,14 +170,17 @@ def _widths(aligned: np.ndarray, members: list[np.ndarray]) -> list[float]:
 def scan_confidence(probs: np.ndarray, classes: np.ndarray, instances: np.ndarray, jaw: str,
                     aligned: np.ndarray | None = None,
                     instance_probs: Mapping[int, np.ndarray] | None = None,
-                    rules: ReviewRules = ReviewRules()) -> ScanConfidence:
+                    rules: ReviewRules = ReviewRules(), faces: np.ndarray | None = None,
+                    dentition: Any = None) -> ScanConfidence:
     """Per-tooth confidence and the scan's review reasons (see the module doc).
 
     ``probs`` (V, C) per-vertex class probabilities (C = 17 or 33); ``classes`` (V,) the final class of
     every vertex; ``instances`` (V,) 0 = gingiva, 1..k one per tooth (a tooth's number is its vertices'
     most common class); ``aligned`` (V, 3) the vertices in the canonical frame in mm (width and spacing
     checks; skipped without); ``instance_probs`` ``{instance id: (C,) posterior}`` replaces the mean of
-    the vertices' probabilities for the instances it names.
+    the vertices' probabilities for the instances it names; ``faces`` (F, 3) the mesh (the ``parts``
+    check; skipped without); ``dentition`` the numbering's :class:`~.dentition.DentitionReading` (its
+    finding, each tooth's ``alternative`` number, and what a given dentition explains).
     """
     check_jaw(jaw)
     probs = np.asarray(probs, dtype=np.float64)
@@ -188,12 +215,35 @@ def scan_confidence(probs: np.ndarray, classes: np.ndarray, instances: np.ndarra
                                                [by_inst[t.instance] for t in teeth])):
             tooth.width_mm = width
     teeth.sort(key=lambda t: _arch_index(t.fdi))
-    return ScanConfidence(teeth, review_findings(teeth, jaw, aligned, instances, rules), rules)
+    explained: set[int] = set()
+    if dentition is not None and dentition.used is not None:
+        if dentition.alternative is not None:
+            other = class_to_fdi(dentition.alternative, jaw, num_classes)
+            for t in teeth:
+                values, counts = np.unique(other[instances == t.instance], return_counts=True)
+                alt = int(values[counts.argmax()])
+                t.alternative = alt if alt not in (0, t.fdi) else None
+        if dentition.requested != "auto":
+            explained = {f for side in dentition.sides.values() for f in side.get(dentition.used, [])}
+    findings = review_findings(teeth, jaw, aligned, instances, rules, explained)
+    if aligned is not None:
+        from .review_checks import failure_findings
+
+        findings += failure_findings(teeth, jaw, aligned, instances, probs, rules)
+    from .review_checks import parts_finding
+
+    findings += parts_finding(len(probs), faces, rules)
+    text = dentition.finding() if dentition is not None else None
+    if text:
+        findings.append(("dentition", text))
+    return ScanConfidence(teeth, findings, rules, None if dentition is None else dentition.to_json())
 
 
 def review_findings(teeth: list[ToothConfidence], jaw: str, aligned: np.ndarray | None, instances: np.ndarray,
-                    rules: ReviewRules) -> list[tuple[str, str]]:
-    """``(kind, text)`` for every finding that calls for a person's look (see the module doc)."""
+                    rules: ReviewRules, explained: set[int] = frozenset()) -> list[tuple[str, str]]:
+    """``(kind, text)`` for every finding of the tooth confidence and the width and spacing checks (see the
+    module doc); ``explained``: FDI numbers of a side read under a given dentition, whose molar-sized
+    premolar or skipped premolar that dentition explains."""
     if not teeth:
         return [("none", "no tooth found")]
     reasons = [("uncertain", t.describe()) for t in teeth if t.confidence < rules.review_below]
@@ -208,7 +258,7 @@ def review_findings(teeth: list[ToothConfidence], jaw: str, aligned: np.ndarray 
         w, expect = t.width_mm, typical[t.fdi % 10 - 1]
         if w is not None and w > rules.wide * expect and w - expect > rules.wide_mm:
             reasons.append(("wide", f"tooth {t.fdi} {w:.1f} mm wide (typical {expect:.1f}): two teeth?"))
-        elif w is not None and t.fdi % 10 in (4, 5) and w >= rules.premolar_mm:
+        elif w is not None and t.fdi % 10 in (4, 5) and w >= rules.premolar_mm and t.fdi not in explained:
             reasons.append(("molar_sized", f"tooth {t.fdi} {w:.1f} mm wide, a molar's width (typical {expect:.1f}): "
                                            "numbers shifted, or a primary molar?"))
         elif w is not None and w < rules.narrow * expect:
@@ -224,7 +274,7 @@ def review_findings(teeth: list[ToothConfidence], jaw: str, aligned: np.ndarray 
         if not skipped and gap > rules.room * adjacent:
             reasons.append(("room", f"room for a tooth between {a.fdi} and {b.fdi} ({gap:.1f} mm apart, "
                                     f"typical {adjacent:.1f})"))
-        elif skipped and gap < rules.touch * adjacent:
+        elif skipped and gap < rules.touch * adjacent and not {a.fdi, b.fdi} <= explained:
             missing = ", ".join(map(str, skipped))
             reasons.append(("skipped", f"{missing} missing but {a.fdi} and {b.fdi} touch ({gap:.1f} mm apart): "
                                        "numbers shifted?"))

@@ -1,7 +1,9 @@
 """Summary figures over the scans of a split: the per-scan mIoU's mean, 10th percentile and share of
 kept scans (>= 0.80), the dataset-level mIoU and the worst scans, for the whole split and per group
 (source, jaw, arches with <= 13 teeth, arches with a third molar, and, where the vertices are given,
-arches with a side that 3D-IOSSeg numbers both ways and the others).
+arches with a side that 3D-IOSSeg numbers both ways and the others; those arches again with the
+dentition given from each reference's own numbering, where the rows carry ``miou_given``), and where the
+rows carry ``review``, the share of scans flagged for review.
 
 A mean over scans hides the failures that matter (a whole run of teeth one number off costs a scan about
 0.2 mIoU); the 10th percentile and the kept share show them.
@@ -35,7 +37,9 @@ def reference_groups(labels: np.ndarray, aligned: np.ndarray | None = None, jaw:
 
 def group_rows(rows: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     """Rows by group name: ``all``, ``source <name>``, ``jaw <name>``, ``<= 13 teeth``, ``third molar``,
-    and where some arch has one, ``lone premolar side`` and ``no lone premolar side``."""
+    and where some arch has one, ``lone premolar side`` (under the default ``auto`` dentition), ``lone
+    premolar side, dentition given`` (copies of its rows whose ``miou`` is their ``miou_given``) and ``no
+    lone premolar side``."""
     groups: dict[str, list[dict[str, Any]]] = {"all": list(rows)}
     for key, label in (("source", "source"), ("jaw", "jaw")):
         for value in sorted({str(r[key]) for r in rows}):
@@ -44,6 +48,9 @@ def group_rows(rows: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, Any]]
     groups["third molar"] = [r for r in rows if r["third_molar"]]
     if any(r.get("lone_premolar") for r in rows):
         groups["lone premolar side"] = [r for r in rows if r["lone_premolar"]]
+        given = [{**r, "miou": r["miou_given"]} for r in rows if r["lone_premolar"] and r.get("miou_given") is not None]
+        if given:
+            groups["lone premolar side, dentition given"] = given
         groups["no lone premolar side"] = [r for r in rows if not r["lone_premolar"]]
     return {k: v for k, v in groups.items() if v}
 
@@ -52,14 +59,18 @@ def summarize(rows: Sequence[dict[str, Any]], confusion: Sequence[ConfusionMatri
               worst: int = 3) -> dict[str, dict[str, Any]]:
     """Per group: ``scans``, ``mean_scan_miou``, ``p10_scan_miou``, ``kept`` (share >= 0.80),
     ``dataset_miou`` (from the summed confusion matrices, when given, aligned with ``rows``) and
-    ``worst`` (the lowest scans, name and mIoU)."""
+    ``worst`` (the lowest scans, name and mIoU); ``flagged`` (share flagged for review) where rows carry
+    ``review``. A group of row copies (the dentition given) has no ``dataset_miou``: the matrices are the
+    default prediction's."""
     index = {id(r): i for i, r in enumerate(rows)}
     out: dict[str, dict[str, Any]] = {}
     for name, members in group_rows(rows).items():
         m = np.array([r["miou"] for r in members], dtype=np.float64)
         entry: dict[str, Any] = {"scans": len(members), "mean_scan_miou": float(m.mean()),
                                  "p10_scan_miou": float(np.percentile(m, 10)), "kept": float((m >= KEPT_MIOU).mean())}
-        if confusion is not None:
+        if any("review" in r for r in members):
+            entry["flagged"] = float(np.mean([bool(r.get("review")) for r in members]))
+        if confusion is not None and all(id(r) in index for r in members):
             cm = ConfusionMatrix(confusion[0].num_classes)
             for r in members:
                 cm.merge(confusion[index[id(r)]])
@@ -72,11 +83,42 @@ def summarize(rows: Sequence[dict[str, Any]], confusion: Sequence[ConfusionMatri
 
 def summary_table(summary: dict[str, dict[str, Any]]) -> str:
     """The summary as a markdown table."""
-    lines = ["| scans | n | mean scan mIoU | 10th pct | kept (>= 0.80) | dataset mIoU | worst |",
-             "|---|---|---|---|---|---|---|"]
+    flags = any("flagged" in e for e in summary.values())
+    lines = ["| scans | n | mean scan mIoU | 10th pct | kept (>= 0.80) | dataset mIoU |" + (" flagged |" if flags else "")
+             + " worst |", "|---|---|---|---|---|---|" + ("---|" if flags else "") + "---|"]
     for name, e in summary.items():
         worst = ", ".join(f"{n} {v:.3f}" for n, v in e["worst"])
         ds = f"{e['dataset_miou']:.4f}" if "dataset_miou" in e else "-"
+        flagged = (f" {e['flagged']:.0%} |" if "flagged" in e else " - |") if flags else ""
         lines.append(f"| {name} | {e['scans']} | {e['mean_scan_miou']:.4f} | {e['p10_scan_miou']:.4f} | "
-                     f"{e['kept']:.0%} | {ds} | {worst} |")
+                     f"{e['kept']:.0%} | {ds} |{flagged} {worst} |")
     return "\n".join(lines) + "\n"
+
+
+def review_columns(pred: Any, scan: Any) -> dict[str, Any]:
+    """A predicted scan's ``review`` (flagged or not) and ``findings`` (their kinds), as
+    :class:`~pointmamba.segmenter.Segmenter` flags it: ``pred`` a :class:`~.inference.Prediction` of ``scan``."""
+    from ..data.teeth3ds import instances_from_labels
+    from .confidence import scan_confidence
+
+    instances = pred.instances if pred.instances is not None else instances_from_labels(pred.fdi)
+    conf = scan_confidence(pred.probs, pred.classes, instances, scan.jaw, pred.aligned, pred.instance_probs,
+                           faces=scan.faces, dentition=getattr(pred.numbering, "dentition", None))
+    return {"review": conf.review, "findings": " ".join(sorted({kind for kind, _ in conf.findings}))}
+
+
+def dentition_given_columns(model: Any, scan: Any, cfg: dict[str, Any], device: Any, aligned: np.ndarray,
+                            num_classes: int) -> dict[str, Any]:
+    """For an arch with a side of the lone-premolar pattern, the dentition its reference's own numbering
+    gives (:func:`~.dentition.reference_dentition`) and the per-scan mIoU predicted with it given
+    (``dentition_given``, ``miou_given``; both None for other arches)."""
+    from ..data import fdi_to_class
+    from .dentition import reference_dentition
+    from .inference import segment_scan
+
+    given = reference_dentition(aligned, scan.labels, scan.jaw)
+    if given is None:
+        return {"dentition_given": None, "miou_given": None}
+    pred = segment_scan(model, scan, {**cfg, "infer": {**(cfg.get("infer") or {}), "dentition": given}}, device)
+    target = fdi_to_class(scan.labels, scan.jaw, num_classes)
+    return {"dentition_given": given, "miou_given": ConfusionMatrix(num_classes).update(pred.classes, target).miou()}

@@ -118,6 +118,7 @@ def measure_instances(aligned: np.ndarray, members: list[np.ndarray], frame: Arc
     return out, frame
 
 
+FORCED_COST = 1e6  # nats added to every option a forced instance may not take (finite: inf - inf is NaN in the sums)
 GAP_QUERY_POINTS = 2000  # points per tooth queried for the spacing: enough for 0.1 mm on a full scan
 
 
@@ -150,6 +151,7 @@ class Numbering:
     first_posterior: np.ndarray
     last_posterior: np.ndarray
     instances: list[Instance] = field(default_factory=list)
+    dentition: Any = None  # dentition.DentitionReading: how the lone-premolar pattern was read (None: not asked)
 
 
 def _options() -> tuple[np.ndarray, np.ndarray]:
@@ -171,7 +173,7 @@ def _logsumexp(x: np.ndarray, axis: int | None = None) -> np.ndarray:
 def number_instances(instances: list[Instance], evidence: np.ndarray, gum_evidence: np.ndarray,
                      priors: ArchPriors, temperature: float = 1.0, shape_evidence: np.ndarray | None = None,
                      shape_weight: float = 0.0, tooth_evidence: np.ndarray | None = None,
-                     tooth_weight: float = 0.0) -> Numbering:
+                     tooth_weight: float = 0.0, forced: dict[int, int] | None = None) -> Numbering:
     """The cheapest numbering of ``instances`` (sorted along the arch) and their posteriors.
 
     ``evidence`` (n, 16): each instance's probability of each arch index (the network's mean over its
@@ -181,7 +183,11 @@ def number_instances(instances: list[Instance], evidence: np.ndarray, gum_eviden
     ``shape_evidence`` (n, 16): each instance's probability of each arch index from its own shape
     (:mod:`.tooth_shape`), weighed by ``shape_weight``. It ranks the numbers of a tooth:
     its cost is measured from the instance's most likely position (0 there), a pair of teeth takes the
-    mean of its two numbers' costs, and calling an instance gingiva costs nothing more or less than before."""
+    mean of its two numbers' costs, and calling an instance gingiva costs nothing more or less than before.
+
+    ``forced`` {instance index: arch index}: those instances take that one number (every other option,
+    gingiva included, costs :data:`FORCED_COST`): a reading of the arch given from outside (the dentition,
+    :mod:`.dentition`), the rest numbered around it."""
     n = len(instances)
     first, last = _options()
     n_opt = len(first)
@@ -204,6 +210,11 @@ def number_instances(instances: list[Instance], evidence: np.ndarray, gum_eviden
         data = -priors.evidence_weight * np.log(np.maximum(ev[:, f:l_ + 1].sum(1), LOG_EPS))
         unary[:, o] = (data + priors.width_cost(widths, f, l_) + keep[f:l_ + 1].sum()
                        + (priors.pair_cost if pair[o] else 0.0) + tooth_cost)
+    if forced:
+        for i, a in forced.items():
+            keep_only = (first == a) & (last == a)
+            unary[i, ~keep_only] += FORCED_COST
+            gum[i] += FORCED_COST
     if shape_evidence is not None and shape_weight > 0 and n:
         log_shape = np.log(np.maximum(np.asarray(shape_evidence, dtype=np.float64), LOG_EPS))
         # a pair's crop is two teeth, which the classifier never saw: it is scored by the mean of its two
@@ -342,8 +353,8 @@ def merge_fragments(pieces: list[np.ndarray], edges: np.ndarray, labels: np.ndar
 def number_teeth(labels: np.ndarray, probs: np.ndarray, aligned: np.ndarray, faces: np.ndarray, jaw: str,
                  num_classes: int, priors: ArchPriors | None = None, areas: np.ndarray | None = None,
                  temperature: float = 1.0, min_vertices: int = 20, shape_model: Any = None,
-                 shape_weight: float = 0.0, shape_floor: float = 0.0, tooth_weight: float = 0.0
-                 ) -> tuple[np.ndarray, Numbering]:
+                 shape_weight: float = 0.0, shape_floor: float = 0.0, tooth_weight: float = 0.0,
+                 dentition: str | None = None) -> tuple[np.ndarray, Numbering]:
     """Renumber the teeth of ``labels`` (per-vertex classes, e.g. after the graph cut) as whole instances
     (see module doc). Returns the new labels and the :class:`Numbering` (instances, options, posteriors).
 
@@ -352,7 +363,9 @@ def number_teeth(labels: np.ndarray, probs: np.ndarray, aligned: np.ndarray, fac
     :class:`~pointmamba.models.tooth_shape.ToothShapeNet`) names each instance from its own crop, as
     evidence weighed by ``shape_weight`` (see :func:`number_instances`), its probabilities mixed with
     ``shape_floor`` of the uniform (a cap on what one confident error of the classifier costs), and, where
-    it has a "no tooth" output, tells a tooth from bare ridge, weighed by ``tooth_weight``."""
+    it has a "no tooth" output, tells a tooth from bare ridge, weighed by ``tooth_weight``. ``dentition``
+    ``auto`` | ``permanent`` | ``mixed`` reads the sides of the lone-premolar pattern that way
+    (:mod:`.dentition`; None: the numbering alone, as before the dentition existed)."""
     if jaw not in ("upper", "lower"):
         raise ValueError(f"number_teeth: jaw must be 'upper' or 'lower', got {jaw!r}")
     priors = priors or default_priors(jaw)
@@ -372,19 +385,39 @@ def number_teeth(labels: np.ndarray, probs: np.ndarray, aligned: np.ndarray, fac
 
         shape, tooth = shape_evidence(shape_model, aligned, faces, instances, frame.centre, jaw)
         shape = (1.0 - shape_floor) * shape + shape_floor / 8.0
-    numbering = number_instances(instances, mean_probs[:, classes], mean_probs[:, 0], priors, temperature,
-                                 shape, shape_weight, tooth, tooth_weight)
-    for inst, opt in zip(instances, numbering.options):
+
+    def renumber(forced: dict[int, int] | None) -> Numbering:
+        return number_instances(instances, mean_probs[:, classes], mean_probs[:, 0], priors, temperature,
+                                shape, shape_weight, tooth, tooth_weight, forced)
+
+    def to_labels(numbering: Numbering) -> np.ndarray:
+        return numbered_labels(labels, numbering, classes, priors)
+
+    numbering = renumber(None)
+    out = to_labels(numbering)
+    if dentition is not None:
+        from .dentition import read_dentition
+
+        numbering, out = read_dentition(numbering, out, renumber, to_labels, aligned, jaw, num_classes, dentition)
+    return out, numbering
+
+
+def numbered_labels(labels: np.ndarray, numbering: Numbering, classes: np.ndarray, priors: ArchPriors) -> np.ndarray:
+    """``labels`` (per-vertex classes) with every instance of ``numbering`` given its number (``classes``:
+    the class of each arch index): gingiva, one tooth, or two teeth split along the arch where their
+    typical widths meet."""
+    labels = np.asarray(labels).copy()
+    for inst, opt in zip(numbering.instances, numbering.options):
         if opt is None:
             labels[inst.vertices] = 0
         elif opt[0] == opt[1]:
             labels[inst.vertices] = classes[opt[0]]
-        else:  # two teeth under one label: split along the arch where their typical widths meet
+        else:
             mu = priors.width_mean[opt[0]:opt[1] + 1]
             along = inst.along()  # the tangent points from the -x end towards the +x end
             cut = np.quantile(along, mu[0] / mu.sum())
             labels[inst.vertices] = np.where(along <= cut, classes[opt[0]], classes[opt[1]])
-    return labels, numbering
+    return labels
 
 
 def numbered_instances(numbering: Numbering, labels: np.ndarray, num_classes: int, jaw: str

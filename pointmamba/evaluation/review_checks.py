@@ -1,0 +1,143 @@
+"""Checks for the failures the tooth confidence does not see (issue 43): each finds one failure mode of a
+segmented arch from its teeth's sizes and places and the network's tooth evidence, however sure the
+numbering is of its numbers.
+
+* ``split``: one tooth cut in two, the second half numbered as a missing neighbour: two neighbouring
+  teeth, each about half its number's typical width, touching, together about one tooth wide;
+* ``dropped``: a tooth between two present teeth left as gingiva: a space of at least a tooth's width
+  between neighbours, and across it a tooth's width of surface the network calls tooth;
+* ``lost_end``: a tooth at the end of the arch left as gingiva: behind the last tooth of a side, a
+  tooth's width of surface the network calls tooth;
+* ``parts``: a mesh of several large separate parts (two jaws in one file).
+
+Widths and spaces are measured as the numbering measures them (:func:`~.tooth_numbering.measure_instances`,
+:func:`~.tooth_numbering.gap_mm`) and compared with the typical widths it uses (:mod:`.arch_priors`).
+The thresholds (:class:`~.confidence.ReviewRules`) and how they were chosen: ``docs/results/review_flag/``.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from .confidence import ReviewRules, ToothConfidence
+
+TOOTH_PROBABILITY = 0.5  # a vertex the network calls tooth: its probability of any tooth class at least this
+MIN_TOOTH_VERTICES = 5  # fewer tooth-like vertices than this measure no width
+
+
+def _typical(jaw: str, fdi: int) -> float:
+    """The priors' typical width (mm) of tooth ``fdi`` (:data:`~.arch_priors.FITTED`)."""
+    from .arch_priors import FITTED
+
+    return float(FITTED[jaw]["width_mean"][fdi % 10 - 1])
+
+
+def _tooth_extent(theta: np.ndarray, radius: np.ndarray) -> float:
+    """The extent along the arch (mm) of points at angles ``theta`` (degrees) and ``radius`` (mm): their
+    5th-95th percentile angle span times their median radius; 0 for fewer than MIN_TOOTH_VERTICES."""
+    if len(theta) < MIN_TOOTH_VERTICES:
+        return 0.0
+    lo, hi = np.percentile(theta, [5, 95])
+    return float(np.radians(hi - lo) * np.median(radius))
+
+
+def failure_findings(teeth: list["ToothConfidence"], jaw: str, aligned: np.ndarray, instances: np.ndarray,
+                     probs: np.ndarray | None, rules: "ReviewRules") -> list[tuple[str, str]]:
+    """``(kind, text)`` of the ``split``, ``dropped`` and ``lost_end`` checks (see the module doc) for the
+    ``teeth`` (sorted along the arch, numbered) of instances ``instances`` (V,), vertices ``aligned``
+    (V, 3, canonical frame, mm); ``probs`` (V, C) the network's probabilities (column 0 gingiva; None:
+    a space of a tooth's width between teeth counts as tooth-like, and the arch's ends are not checked)."""
+    from .tooth_numbering import gap_mm, measure_instances
+
+    if len(teeth) < 2:
+        return []
+    aligned = np.asarray(aligned, dtype=np.float64)
+    members = [np.flatnonzero(instances == t.instance) for t in teeth]
+    measured, frame = measure_instances(aligned, members)
+    by_key = {m.key: m for m in measured}
+    inst = [by_key[k] for k in range(len(teeth))]  # in the order of ``teeth`` (along the arch by number)
+    theta, radius = frame.polar(aligned[:, :2])
+    gum = np.asarray(instances) == 0
+    tooth_like = gum & ((1.0 - np.asarray(probs)[:, 0]) >= TOOTH_PROBABILITY) if probs is not None else None
+    out: list[tuple[str, str]] = []
+    for k, (a, b) in enumerate(zip(teeth, teeth[1:])):
+        if a.fdi == b.fdi:
+            continue
+        ia, ib = inst[k], inst[k + 1]
+        ta, tb = _typical(jaw, a.fdi), _typical(jaw, b.fdi)
+        gap = gap_mm(ia, ib)
+        if (ia.width < rules.split_half * ta and ib.width < rules.split_half * tb
+                and ia.width + ib.width <= rules.split_sum * max(ta, tb) and gap <= rules.split_gap_mm):
+            out.append(("split", f"teeth {a.fdi} and {b.fdi} each about half a tooth wide ({ia.width:.1f} and "
+                                 f"{ib.width:.1f} mm, typical {ta:.1f} and {tb:.1f}) and touching: one tooth split in two?"))
+            continue
+        from .confidence import _skipped_between
+
+        skipped = _skipped_between(a.fdi, b.fdi)
+        expect = min(_typical(jaw, f) for f in skipped) if skipped else min(ta, tb)
+        if gap < rules.dropped_gap * expect:
+            continue
+        if tooth_like is None:
+            extent = gap
+        else:
+            ends = sorted([(np.percentile(theta[ia.vertices], [2, 98])), (np.percentile(theta[ib.vertices], [2, 98]))],
+                          key=lambda r: r[0])
+            lo, hi = ends[0][1], ends[1][0]
+            r = radius[np.concatenate([ia.vertices, ib.vertices])]
+            r_lo, r_hi = np.percentile(r, [5, 95])
+            region = tooth_like & (theta > lo) & (theta < hi) & (radius >= r_lo - 1.0) & (radius <= r_hi + 1.0)
+            extent = _tooth_extent(theta[region], radius[region])
+        if extent >= rules.tooth_share * expect:
+            what = f"{', '.join(map(str, skipped))} missing" if skipped else "no number missing"
+            out.append(("dropped", f"{gap:.1f} mm between {a.fdi} and {b.fdi} ({what}) with {extent:.1f} mm of "
+                                   f"tooth-like surface left as gingiva (typical tooth {expect:.1f} mm): a tooth dropped?"))
+    if tooth_like is not None:
+        out += _lost_at_ends(teeth, inst, jaw, theta, radius, tooth_like, rules)
+    return out
+
+
+def _lost_at_ends(teeth: list["ToothConfidence"], inst: list, jaw: str, theta: np.ndarray, radius: np.ndarray,
+                  tooth_like: np.ndarray, rules: "ReviewRules") -> list[tuple[str, str]]:
+    """``lost_end`` findings: behind each side's last tooth (numbered below 8), surface the network calls
+    tooth, left as gingiva, along at least ``rules.end_share`` of the next number's typical width."""
+    out = []
+    middles = np.array([m.middle for m in inst])
+    for side in (-1.0, 1.0):  # the two ends of the arch: angles below and above the incisors'
+        on_side = np.flatnonzero(np.sign(middles) == side)
+        if not len(on_side):
+            continue
+        last = on_side[np.argmax(np.abs(middles[on_side]))]
+        tooth = teeth[last]
+        if tooth.fdi % 10 >= 8:
+            continue
+        expect = _typical(jaw, tooth.fdi + 1)
+        t = theta[inst[last].vertices]
+        r = radius[inst[last].vertices]
+        r_lo, r_hi = np.percentile(r, [5, 95])
+        reach = np.degrees(1.5 * expect / max(float(np.median(r)), 1e-6))  # one and a half teeth behind it
+        edge = np.percentile(t, 98) if side > 0 else np.percentile(t, 2)
+        beyond = (theta - edge) * side
+        region = tooth_like & (beyond > 0) & (beyond <= reach) & (radius >= r_lo - 2.0) & (radius <= r_hi + 2.0)
+        extent = _tooth_extent(theta[region], radius[region])
+        if extent >= rules.end_share * expect:
+            out.append(("lost_end", f"{extent:.1f} mm of tooth-like surface behind {tooth.fdi} left as gingiva "
+                                    f"(typical {tooth.fdi + 1}: {expect:.1f} mm): a tooth lost at the arch's end?"))
+    return out
+
+
+def parts_finding(num_vertices: int, faces: np.ndarray | None, rules: "ReviewRules") -> list[tuple[str, str]]:
+    """``parts`` when the mesh holds two or more connected parts of at least ``rules.second_part`` of its
+    vertices each (two jaws in one file; :func:`~pointmamba.data.integrity.part_sizes`)."""
+    from ..data.integrity import part_sizes
+
+    if faces is None or not len(faces):
+        return []
+    sizes = part_sizes(num_vertices, faces)
+    large = sizes[sizes >= rules.second_part * num_vertices]
+    if len(large) < 2:
+        return []
+    shares = ", ".join(f"{s / num_vertices:.0%}" for s in large)
+    return [("parts", f"the mesh has {len(large)} large separate parts ({shares} of the vertices): two jaws in "
+                      "one file? Segment each jaw from its own file")]

@@ -1,0 +1,108 @@
+"""The review flag's failure-mode checks (issue 43), each on a real arch's reference labels made into its
+failure: an incisor split in two with the halves numbered as neighbours, a premolar between two teeth and
+a molar at the arch's end left as gingiva where the network saw a tooth, two jaws in one file; and the
+unmodified references not flagged at all."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pointmamba.data import fdi_to_class, load_scan
+from pointmamba.data.dataset import preprocess_scan
+from pointmamba.data.mesh import apply_transform
+from pointmamba.data.teeth3ds import instances_from_labels
+from pointmamba.evaluation.confidence import scan_confidence
+from pointmamba.evaluation.tooth_numbering import measure_instances
+
+SAMPLES = Path(__file__).resolve().parents[1] / "data" / "samples"
+ARCHES = ["MSN021_lower", "MSN022_upper"]
+
+
+def _arch(name: str):
+    """(scan, aligned vertices, reference FDI labels, the network's probabilities as if it saw every tooth)."""
+    scan = load_scan(SAMPLES / name.split("_")[0] / f"{name}.obj")
+    aligned = apply_transform(scan.vertices.astype(np.float64), preprocess_scan(scan)["transform"])
+    classes = fdi_to_class(scan.labels, scan.jaw, 17)
+    probs = np.full((len(classes), 17), 0.1 / 16)
+    probs[np.arange(len(classes)), classes] = 0.9
+    return scan, aligned, scan.labels.astype(np.int64), probs
+
+
+def _findings(scan, aligned, labels, probs, faces=None) -> dict[str, str]:
+    """{kind: text} of the review of a segmentation whose labels are ``labels`` (FDI)."""
+    conf = scan_confidence(probs, fdi_to_class(labels, scan.jaw, 17), instances_from_labels(labels), scan.jaw,
+                           aligned, faces=scan.faces if faces is None else faces)
+    return dict(conf.findings)
+
+
+def _split(labels: np.ndarray, aligned: np.ndarray, tooth: int) -> np.ndarray:
+    """``tooth`` cut in two along the arch, its distal half numbered as its distal neighbour, and every tooth
+    behind it moved on one number (as a network counting teeth numbers them; an 8th tooth drops out)."""
+    quadrant, position = divmod(tooth, 10)
+    out = labels.copy()
+    for p in range(8, position, -1):
+        out[labels == 10 * quadrant + p] = 10 * quadrant + p + 1 if p < 8 else 0
+    teeth = [t for t in np.unique(labels) if t > 0]
+    instances, frame = measure_instances(aligned, [np.flatnonzero(labels == t) for t in teeth])
+    me = next(i for i in instances if teeth[i.key] == tooth)
+    along = me.along()
+    angle, _ = frame.polar(aligned[me.vertices, :2])
+    # the distal half lies away from the midline (angle 0); the tangent may point either way along it
+    distal = (along - np.median(along)) * np.sign(np.median(angle)) * np.sign(np.corrcoef(along, angle)[0, 1]) > 0
+    out[me.vertices[distal]] = tooth + 1
+    return out
+
+
+@pytest.mark.parametrize("name", ARCHES)
+def test_an_unmodified_reference_is_not_flagged(name: str) -> None:
+    scan, aligned, labels, probs = _arch(name)
+    assert _findings(scan, aligned, labels, probs) == {}
+
+
+@pytest.mark.parametrize("name, tooth", [("MSN021_lower", 31), ("MSN022_upper", 11), ("MSN021_lower", 46)])
+def test_a_tooth_split_in_two_and_numbered_as_neighbours_is_flagged(name: str, tooth: int) -> None:
+    scan, aligned, labels, probs = _arch(name)
+    found = _findings(scan, aligned, _split(labels, aligned, tooth), probs)
+    assert "split" in found, found
+    assert found["split"].startswith((f"teeth {tooth} and {tooth + 1} ", f"teeth {tooth + 1} and {tooth} ")), found
+
+
+@pytest.mark.parametrize("name, tooth", [("MSN021_lower", 35), ("MSN021_lower", 44), ("MSN022_upper", 14),
+                                         ("MSN022_upper", 25)])
+def test_a_premolar_left_as_gingiva_between_two_teeth_is_flagged(name: str, tooth: int) -> None:
+    scan, aligned, labels, probs = _arch(name)
+    found = _findings(scan, aligned, np.where(labels == tooth, 0, labels), probs)
+    assert "dropped" in found and f"({tooth} missing)" in found["dropped"], found
+
+
+def test_an_open_space_where_the_network_sees_no_tooth_is_not_a_dropped_tooth() -> None:
+    scan, aligned, labels, probs = _arch("MSN021_lower")
+    gone = labels == 35
+    probs[gone] = 0.1 / 16
+    probs[gone, 0] = 0.9  # the tooth is not there: the network sees gingiva in the space
+    assert "dropped" not in _findings(scan, aligned, np.where(gone, 0, labels), probs)
+
+
+@pytest.mark.parametrize("name, tooth", [("MSN021_lower", 37), ("MSN021_lower", 47), ("MSN022_upper", 27)])
+def test_a_molar_left_as_gingiva_at_the_arch_end_is_flagged(name: str, tooth: int) -> None:
+    scan, aligned, labels, probs = _arch(name)
+    found = _findings(scan, aligned, np.where(labels == tooth, 0, labels), probs)
+    assert "lost_end" in found and f"behind {tooth - 1}" in found["lost_end"], found
+
+
+def test_two_jaws_in_one_file_are_flagged() -> None:
+    scan, aligned, labels, probs = _arch("MSN021_lower")
+    other, other_aligned, other_labels, _ = _arch("MSN022_upper")
+    # the upper jaw beside the lower one in the same mesh: the checks see the lower jaw's teeth, the mesh two parts
+    faces = np.concatenate([scan.faces, other.faces + len(scan.vertices)])
+    n = len(scan.vertices) + len(other.vertices)
+    big_probs = np.zeros((n, 17))
+    big_probs[:len(probs)] = probs
+    big_probs[len(probs):, 0] = 1.0
+    stacked = np.concatenate([aligned, other_aligned + [0.0, 0.0, 30.0]])
+    both = np.concatenate([labels, np.zeros(len(other_labels), dtype=np.int64)])
+    found = _findings(scan, stacked, both, big_probs, faces=faces)
+    assert "parts" in found and "2 large separate parts" in found["parts"], found
+    assert "parts" not in _findings(scan, aligned, labels, probs)

@@ -7,7 +7,10 @@ umask), so results can be shared as the user's umask allows.
 """
 from __future__ import annotations
 
+import errno
+import math
 import os
+import shutil
 import tempfile
 from contextlib import contextmanager
 from os import PathLike
@@ -34,13 +37,42 @@ def current_umask() -> int:
     return mask
 
 
+TEMP_NAME_BYTES = 100
+"""Bytes of the target's name that its temp file's name keeps (the rest of the 255 are the random part)."""
+
+
+class DiskFullError(OSError):
+    """A write that found the disk (or the user's quota) full; the message names the file and the free space."""
+
+    def __str__(self) -> str:
+        return str(self.strerror)
+
+
+def utf8_prefix(name: str, limit: int) -> str:
+    """``name`` cut to at most ``limit`` bytes in UTF-8, never inside a character."""
+    return name.encode("utf-8", "surrogateescape")[:limit].decode("utf-8", "ignore")
+
+
+def _free(folder: Path) -> str:
+    try:
+        free = shutil.disk_usage(folder).free
+    except OSError:
+        return "unknown space"
+    if free < 1024:
+        return f"{free} bytes"
+    power = min(int(math.log(free, 1024)), 4)
+    return f"{free / 1024 ** power:.1f} {' KMGT'[power]}B"
+
+
 @contextmanager
 def atomic_writer(path: str | PathLike, fsync: bool = False) -> Iterator[BinaryIO]:
     """``with atomic_writer(path) as fh: fh.write(...)``: the file appears under ``path`` only when the
     block finishes without an exception; ``fsync`` also forces it to disk before the rename."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    # the temp name holds at most TEMP_NAME_BYTES of the target's: a name near the file system's 255-byte
+    # limit would otherwise give "File name too long" on the temp file alone
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{utf8_prefix(path.name, TEMP_NAME_BYTES)}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as fh:
             yield fh
@@ -49,8 +81,11 @@ def atomic_writer(path: str | PathLike, fsync: bool = False) -> Iterator[BinaryI
             if fsync:
                 os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise DiskFullError(exc.errno, f"{path}: cannot write it, the disk is full "
+                                           f"({_free(path.parent)} free in {path.parent})") from None
         raise
 
 

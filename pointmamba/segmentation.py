@@ -84,19 +84,22 @@ class Segmentation:
     def save_ply(self, path: str | PathLike) -> Path:
         """Binary PLY of the scan (file units) coloured by tooth, with an FDI ``label`` vertex property."""
         from .data import class_colors, write_ply
+        from .data.scan_files import PLY_MARKER
 
-        colors = class_colors(self.num_classes)[self.classes]
-        return write_ply(self._target(path), self.vertices, self.faces, colors=colors, labels=self.labels)
+        colors = class_colors(self.num_classes)[self.classes]  # the marker: a folder walk skips this file
+        return write_ply(self._target(path), self.vertices, self.faces, colors=colors, labels=self.labels,
+                         comment=PLY_MARKER)
 
     def save_png(self, path: str | PathLike, reference: Any = None) -> Path:
         """Picture of the segmented scan, FDI numbers on the teeth; with ``reference`` (FDI labels per
         vertex, a Teeth3DS JSON or its path) the reference beside it and the wrong vertices marked."""
         from .data import class_colors, fdi_to_class
         from .evaluation.render import render_segmentation
+        from .printable import printable
 
         ref = None if reference is None else self._reference_labels(reference)
         return render_segmentation(self._target(path), self.aligned, self.faces, self.labels,
-                                   class_colors(self.num_classes), self.classes, f"{self.name} ({self.jaw})",
+                                   class_colors(self.num_classes), self.classes, f"{printable(self.name)} ({self.jaw})",
                                    ref, None if ref is None else fdi_to_class(ref, self.jaw, self.num_classes))
 
     def save_teeth(self, folder: str | PathLike, stem: str | None = None) -> list[Path]:
@@ -105,9 +108,10 @@ class Segmentation:
         :mod:`pointmamba.data.tooth_meshes` for the cut)."""
         from .data.tooth_meshes import piece_name, split_by_label
         from .data import write_stl
+        from .data.scan_files import TOOTH_STL_HEADER
 
         stem = stem or self.name
-        return [write_stl(self._target(Path(folder) / piece_name(stem, label)), v, f)
+        return [write_stl(self._target(Path(folder) / piece_name(stem, label)), v, f, header=TOOTH_STL_HEADER)
                 for label, (v, f) in split_by_label(self.vertices, self.faces, self.labels).items()]
 
     # -------------------------------------------------------------------------------- reference

@@ -99,7 +99,7 @@ class Segmenter:
         """The checked :class:`~pointmamba.data.Scan` that ``__call__`` segments (see there)."""
         from .data.errors import ScanFormatError
         from .data.integrity import check_jaw_size
-        from .data.mesh import check_mesh
+        from .data.mesh import check_mesh, mesh_arrays
         from .data.preflight import load_predict_scan
         from .data.scan import Scan, jaw_from_name, patient_from_name
         from .data.fdi import check_jaw
@@ -108,18 +108,17 @@ class Segmenter:
         if isinstance(scan, (str, PathLike)):
             out = load_predict_scan(scan, jaw)
         elif isinstance(scan, Scan):
+            where = scan.path or name or scan.name
+            check_mesh(*mesh_arrays(scan.vertices, scan.faces, where), where)  # a Scan made in code: unchecked
             out = scan if jaw is None or scan.jaw == jaw else Scan(scan.vertices, scan.faces, jaw=jaw,
                                                                    id_patient=scan.id_patient, path=scan.path)
         elif _is_pair(scan) or (hasattr(scan, "vertices") and hasattr(scan, "faces")):  # e.g. a trimesh.Trimesh
             what = name or "scan"
             pair = scan if _is_pair(scan) else (scan.vertices, scan.faces)
-            vertices = np.asarray(pair[0], dtype=np.float64)
-            faces = np.asarray(pair[1])
-            if faces.size and not np.issubdtype(faces.dtype, np.integer):
-                raise ScanFormatError(what, "faces", f"faces must be integer vertex indices, got {faces.dtype}")
-            check_mesh(vertices, faces.astype(np.int64), what)
+            vertices, faces = mesh_arrays(pair[0], pair[1], what)  # strings, complex numbers: refused
+            check_mesh(vertices, faces, what)
             jaw = jaw or jaw_from_name(what)
-            out = Scan(vertices, faces.astype(np.int64), jaw=jaw, id_patient=patient_from_name(what))
+            out = Scan(vertices, faces, jaw=jaw, id_patient=patient_from_name(what))
         else:
             raise TypeError("Segmenter: expected a mesh file path, (vertices, faces), a mesh object with "
                             f".vertices and .faces, or a Scan, got {type(scan).__name__}")

@@ -93,17 +93,20 @@ def test_predict_never_overwrites_inputs_or_files_it_did_not_write(ckpt: Path, l
 
 
 def test_every_input_is_checked_before_any_output(ckpt: Path, lower: Path, scans_dir: Path, tmp_path: Path) -> None:
+    """With --strict, one bad input stops the run before any work (without it, see
+    tests/test_predict_batch.py: the bad scan is skipped with one line)."""
     upper = scans_dir / "MSN001" / "MSN001_upper.obj"
     bad = tmp_path / "bad_lower.obj"
     lines = lower.read_bytes().split(b"\n")
     bad.write_bytes(b"\n".join(lines[: len(lines) * 3 // 4]) + b"\n")  # truncated in the faces
-    code, _, err = predict(ckpt, lower, upper, bad, "--out", tmp_path / "o")
+    code, _, err = predict(ckpt, lower, upper, bad, "--out", tmp_path / "o", "--strict")
     assert one_error_line(code, err) and "bad_lower.obj: faces:" in err
     assert not (tmp_path / "o").exists()
 
     wrong = tmp_path / "ref.json"
     wrong.write_text(json.dumps({"id_patient": "X", "jaw": "lower", "labels": [0] * 10}))
-    code, _, err = predict(ckpt, lower, upper, "--reference", lower.with_suffix(".json"), wrong, "--out", tmp_path / "o")
+    code, _, err = predict(ckpt, lower, upper, "--reference", lower.with_suffix(".json"), wrong, "--out", tmp_path / "o",
+                           "--strict")
     assert one_error_line(code, err) and "ref.json: labels: 10 labels but the mesh has" in err
     assert not (tmp_path / "o").exists()
 

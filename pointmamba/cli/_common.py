@@ -12,14 +12,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
+from pointmamba.atomic_file import DiskFullError
 from pointmamba.cpu_runtime import tune_cpu_runtime
+from pointmamba.printable import printable
 
 tune_cpu_runtime()  # before anything imports torch (see pointmamba/cpu_runtime.py)
 
 if TYPE_CHECKING:  # torch is imported inside the functions: --help stays fast
     import torch
 
-USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, FileNotFoundError)
+USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, FileNotFoundError, DiskFullError)
 
 
 def add_config_args(parser: argparse.ArgumentParser, required: bool = True, positional: bool = False) -> None:
@@ -149,19 +151,20 @@ def step_printer(name: str, enabled: bool = True) -> Callable[[str], None] | Non
     def step(what: str) -> None:
         from tqdm import tqdm  # beside a progress bar over several scans, not through it
 
-        tqdm.write(f"{name}: {what} ({time.perf_counter() - start:.1f} s)", file=sys.stderr)
+        tqdm.write(f"{printable(name)}: {what} ({time.perf_counter() - start:.1f} s)", file=sys.stderr)
 
     return step
 
 
 def _one_line_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
                       line: str | None = None) -> str:
-    return f"warning: {message}\n"
+    return f"warning: {printable(message)}\n"
 
 
 def run_main(main: Callable[[], Any]) -> None:
-    """Run ``main``; user errors (bad config, missing files, corrupt checkpoint) exit 2 with one clear line;
-    warnings (a scan that looks cut short, say) print as one ``warning:`` line naming the file."""
+    """Run ``main``; user errors (bad config, missing files, corrupt checkpoint, a full disk) exit 2 with one
+    clear line; warnings (a scan that looks cut short, say) print as one ``warning:`` line naming the file.
+    Both are printed with control characters escaped (:func:`~pointmamba.printable.printable`)."""
     if not os.environ.get("POINTMAMBA_DEBUG"):
         warnings.formatwarning = _one_line_warning
     try:
@@ -169,7 +172,7 @@ def run_main(main: Callable[[], Any]) -> None:
     except USER_ERRORS as exc:
         if os.environ.get("POINTMAMBA_DEBUG"):
             raise
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {printable(exc)}", file=sys.stderr)
         print("(set POINTMAMBA_DEBUG=1 for the full traceback)", file=sys.stderr)
         sys.exit(2)
     except KeyboardInterrupt:

@@ -4,6 +4,10 @@
   nothing, so a typo costs a one-line error, not a traceback after minutes of inference.
 * One output name per input: inputs that share a file name in different folders get their folder's
   name as a prefix (``a/scan_upper.obj`` -> ``a_scan_upper.*``), so no patient's result replaces another's.
+  A name too long for the file system (255 bytes with its longest suffix) is cut and tagged by a hash.
+* Every planned output lies in the output directory itself (:func:`check_inside`, one rule for all of
+  them), is no folder, and is checked before any work, the tooth meshes ``--export-teeth`` may write
+  included.
 * A planned output that is an input (a mesh, a reference or the label file beside a mesh) is refused
   always, and so is one that belongs to a labelled scan in ``--out`` (``X.json`` beside a mesh ``X.obj``,
   ``.ply`` or ``.stl`` that this tool did not write): ``--overwrite`` replaces earlier results, never
@@ -11,13 +15,24 @@
   user passes ``--overwrite``.
 * Every file is written atomically (temp file + rename): a symlink in its place is replaced, never
   written through.
+* One run at a time writes an output directory (:func:`lock_out_dir`): a second one stops in one line.
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import tempfile
 from pathlib import Path
 from typing import Iterable, Sequence
+
+from pointmamba.atomic_file import utf8_prefix
+from pointmamba.data.scan_files import written_by_pointmamba
+from pointmamba.folder_lock import FolderInUse, lock_folder
+
+NAME_MAX = 255
+"""Longest file name, in bytes, that common file systems (ext4, XFS, APFS, NTFS in UTF-16 units) take."""
+LOCK_FILE = ".pointmamba-predict.lock"
+"""The lock a run holds in its output directory (hidden: a folder walk never reads it as a scan)."""
 
 
 class OutputError(ValueError):
@@ -89,12 +104,12 @@ def output_stems(inputs: Sequence[str | Path]) -> list[str]:
     for stem, members in groups.items():
         if len(members) == 1:
             continue
-        parents = [paths[i].resolve().parent.parts for i in members]
+        parents = [paths[i].resolve().parent.parts[1:] for i in members]  # never the root ("/") itself
         for depth in range(1, max(len(p) for p in parents) + 1):
             tags = ["_".join(p[-depth:]) for p in parents]
             if len(set(tags)) == len(tags):
                 for i, tag in zip(members, tags):
-                    stems[i] = f"{tag}_{stem}"
+                    stems[i] = f"{tag}_{stem}" if tag else stem  # a file in / keeps its plain name
                 break
         else:
             for k, i in enumerate(members[1:], start=2):
@@ -107,16 +122,28 @@ def output_stems(inputs: Sequence[str | Path]) -> list[str]:
     return out
 
 
-def _written_by_us(ply: Path) -> bool:
-    """Whether ``ply`` looks like the coloured prediction ``tools/predict.py`` writes: vertex properties
-    exactly x y z red green blue label (a scanner's export has no integer ``label``)."""
-    try:
-        with open(ply, "rb") as fh:
-            head = fh.read(4096).split(b"end_header", 1)[0].decode("ascii", "replace")
-    except OSError:
-        return False
-    props = [ln.split()[-1] for ln in head.splitlines() if ln.startswith("property") and " list " not in ln]
-    return props == ["x", "y", "z", "red", "green", "blue", "label"]
+def fit_stems(stems: Sequence[str], suffixes: Sequence[str]) -> list[str]:
+    """``stems`` cut where one with the longest of ``suffixes`` would exceed :data:`NAME_MAX` bytes; a cut
+    stem ends in ``~`` and 8 hex digits of a hash of the whole one, so that cut stems stay distinct."""
+    room = NAME_MAX - max((len(s.encode("utf-8")) for s in suffixes), default=0)
+    out = []
+    for stem in stems:
+        whole = stem.encode("utf-8", "surrogateescape")
+        if len(whole) <= room:
+            out.append(stem)
+        else:
+            tag = "~" + hashlib.sha256(whole).hexdigest()[:8]
+            out.append(utf8_prefix(stem, room - len(tag)) + tag)
+    return out
+
+
+def check_inside(paths: Iterable[Path], out: str | Path) -> None:
+    """Raise :class:`OutputError` for a path that is not a file directly in ``out`` (its folder, with links
+    resolved, is ``out``'s; its name is a plain name): the one rule that keeps a run's outputs in ``--out``."""
+    root = os.path.realpath(out)
+    for path in paths:
+        if path.name in ("", ".", "..") or os.path.realpath(path.parent) != root:
+            raise OutputError(f"{path} would be written outside --out {out}: refused")
 
 
 def labelled_scan(out: Path, stem: str) -> Path | None:
@@ -126,7 +153,7 @@ def labelled_scan(out: Path, stem: str) -> Path | None:
         return None
     for suffix in (".obj", ".stl", ".ply"):
         mesh = out / f"{stem}{suffix}"
-        if mesh.is_file() and not (suffix == ".ply" and _written_by_us(mesh)):
+        if mesh.is_file() and not written_by_pointmamba(mesh):
             return mesh
     return None
 
@@ -148,7 +175,7 @@ def plan_outputs(inputs: Sequence[str | Path], out: str | Path, suffixes: Sequen
         seen[r] = i
     guarded = {r: f"input {p}" for r, p in zip(resolved, inputs)}
     guarded.update({Path(p).resolve(): f"{p} (a label or reference file of the inputs)" for p in protected})
-    stems = output_stems(inputs)
+    stems = fit_stems(output_stems(inputs), suffixes)
     for stem in stems:  # a scan with its ground truth in --out: never replaced, not even with --overwrite
         scan = labelled_scan(out, stem)
         if scan is not None:
@@ -156,19 +183,25 @@ def plan_outputs(inputs: Sequence[str | Path], out: str | Path, suffixes: Sequen
             guarded.setdefault((out / f"{stem}.json").resolve(), f"the ground truth of the labelled scan {scan} {never}")
             guarded.setdefault(scan.resolve(), f"the labelled scan {scan} {never}")
     plan = [{sfx: out / f"{stem}{sfx}" for sfx in suffixes} for stem in stems]
-    _raise_problems([path for files in plan for path in files.values()], guarded, overwrite)
+    planned = [path for files in plan for path in files.values()]
+    check_inside(planned, out)
+    _raise_problems(planned, guarded, overwrite)
     return plan
 
 
 def check_run_files(files: Sequence[str | Path], inputs: Sequence[str | Path], planned: Sequence[dict[str, Path]],
-                    overwrite: bool = False, protected: Iterable[str | Path] = ()) -> None:
+                    overwrite: bool = False, protected: Iterable[str | Path] = (), out: str | Path | None = None) -> None:
     """Check a run's own files (a summary table, a report page) as :func:`plan_outputs` checks the
-    per-input ones: never an input, a ``protected`` file or a planned output; an existing one only with
-    ``overwrite``."""
+    per-input ones: never an input, a ``protected`` file, a planned output, another of ``files`` or the
+    lock in ``out``; an existing one only with ``overwrite``."""
     guarded = {Path(p).resolve(): f"input {p}" for p in inputs}
     guarded.update({Path(p).resolve(): f"{p} (a label or reference file of the inputs)" for p in protected})
     guarded.update({path.resolve(): f"{path} (an output of this run)" for files in planned for path in files.values()})
-    _raise_problems([Path(f) for f in files], guarded, overwrite)
+    if out is not None:
+        guarded[(Path(out) / LOCK_FILE).resolve()] = f"{Path(out) / LOCK_FILE} (the lock of this run)"
+    for file in map(Path, files):
+        _raise_problems([file], guarded, overwrite)
+        guarded.setdefault(file.resolve(), f"{file} (another file of this run)")
 
 
 def _raise_problems(paths: list[Path], guarded: dict[Path, str], overwrite: bool) -> None:
@@ -179,6 +212,8 @@ def _raise_problems(paths: list[Path], guarded: dict[Path, str], overwrite: bool
         target = path.resolve()  # follows a symlink planted in its place
         if target in guarded:
             problems.append(f"{path} would overwrite {guarded[target]}: choose another --out")
+        elif path.is_dir() and not path.is_symlink():  # not even --overwrite replaces a folder
+            problems.append(f"{path} is a folder, where this run writes a file: move it or choose another --out")
         elif os.path.lexists(path) and not overwrite:
             kind = "is a symbolic link" if path.is_symlink() else "exists"
             problems.append(f"{path} {kind} (not written by this run): pass --overwrite to replace it "
@@ -186,3 +221,15 @@ def _raise_problems(paths: list[Path], guarded: dict[Path, str], overwrite: bool
     if problems:
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
         raise OutputError(problems[0] + more)
+
+
+def lock_out_dir(out: str | Path) -> int:
+    """Hold the lock of the existing output directory ``out`` for this run (a descriptor; the lock goes when
+    the process ends). Raises :class:`OutputError` (one line) where another run holds it."""
+    try:
+        return lock_folder(out, LOCK_FILE)
+    except FolderInUse as busy:
+        raise OutputError(f"--out {out} is in use by another run{f' (pid {busy.holder})' if busy.holder else ''}: "
+                          "wait for it to end or choose another --out") from None
+    except OSError as exc:
+        raise OutputError(f"--out {out}: cannot create its lock {LOCK_FILE}: {exc.strerror or exc}") from None

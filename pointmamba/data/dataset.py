@@ -28,6 +28,7 @@ from .mesh import MESH_SUFFIXES, apply_transform, vertex_normals
 from .missing_teeth import MissingTeeth, arch_is_complete
 from .pose import canonical_pose
 from .scan import Scan, jaw_from_name, load_scan
+from .scan_files import walk_tree
 
 CACHE_VERSION = 2
 """Bump when the cached content changes; old cache files are then ignored."""
@@ -49,16 +50,9 @@ def find_scans(root: str | PathLike | Sequence[str | PathLike]) -> dict[str, Pat
     roots = [Path(root)] if isinstance(root, (str, PathLike)) else [Path(r) for r in root]
     found: dict[str, Path] = {}
     for top in roots:
-        seen: set[tuple[int, int]] = set()  # (device, inode) of folders walked: a symlink loop ends here
-        for dirpath, dirnames, filenames in os.walk(top, followlinks=True):
-            st = os.stat(dirpath)
-            if (st.st_dev, st.st_ino) in seen:
-                dirnames[:] = []
-                continue
-            seen.add((st.st_dev, st.st_ino))
-            dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        for dirpath, filenames in walk_tree(top):  # the folder rule predict follows too (symlinks, loops)
             for fn in filenames:
-                p = Path(dirpath) / fn
+                p = dirpath / fn
                 if p.suffix.lower() not in MESH_SUFFIXES or fn.startswith(".") or not _SCAN_NAME.fullmatch(p.stem):
                     continue
                 if p.stem in found:

@@ -115,8 +115,32 @@ def subdivide(vertices: np.ndarray, faces: np.ndarray) -> tuple[np.ndarray, np.n
     return np.concatenate([v, (v[edges[:, 0]] + v[edges[:, 1]]) / 2]), new_faces, edges
 
 
+DEGENERATE_AREA = 1e-6
+"""A mesh whose faces cover at most this times its bounding box's largest side squared has no surface (its
+vertices lie on a line or in one point, up to the rounding of a text file): nothing to segment, and its pose
+cannot be found. A jaw scan covers about half its side squared or more."""
+
+
+def mesh_arrays(vertices: object, faces: object, what: str | PathLike | None) -> tuple[np.ndarray, np.ndarray]:
+    """Vertices (float64) and faces (int64) from the arrays (or lists) a caller of the API gives; raise
+    :class:`ScanFormatError` for coordinates that are not real numbers (strings, complex numbers, objects
+    would be converted silently, or lose their imaginary part) and faces that are not integer indices
+    (an unsigned index beyond int64 is shown as given, not wrapped round to a negative one)."""
+    v, f = np.asarray(vertices), np.asarray(faces)
+    if v.dtype.kind not in "iuf":
+        raise ScanFormatError(what, "vertices", f"coordinates must be real numbers, got {v.dtype} values")
+    if f.size and f.dtype.kind not in "iu":
+        raise ScanFormatError(what, "faces", f"faces must be integer vertex indices, got {f.dtype}")
+    if f.size and f.dtype.kind == "u" and int(f.max()) > np.iinfo(np.int64).max:
+        row = int(np.flatnonzero((f > np.iinfo(np.int64).max).any(-1))[0]) if f.ndim == 2 else 0
+        raise ScanFormatError(what, "faces", f"face {row} (0-based) has vertex index {int(f.max())}: out of "
+                                             f"range, the mesh has {len(v)} vertices")
+    return v.astype(np.float64), f.astype(np.int64)
+
+
 def check_mesh(vertices: np.ndarray, faces: np.ndarray, path: str | PathLike | None) -> None:
-    """Raise :class:`ScanFormatError` for an empty mesh, non-finite coordinates or bad face indices."""
+    """Raise :class:`ScanFormatError` for an empty mesh, non-finite coordinates, bad face indices or a
+    mesh without surface (all vertices in one point or on one line)."""
     if vertices.ndim != 2 or vertices.shape[1] != 3:
         raise ScanFormatError(path, "vertices", f"expected (V, 3) coordinates, got shape {vertices.shape}")
     if len(vertices) == 0:
@@ -141,6 +165,14 @@ def check_mesh(vertices: np.ndarray, faces: np.ndarray, path: str | PathLike | N
         raise ScanFormatError(path, "faces", f"face {row} (0-based) has vertex index "
                                              f"{faces[row].tolist()} (0-based) out of range: the mesh has "
                                              f"{len(vertices)} vertices")
+    side = float(np.ptp(vertices, axis=0).max())
+    area = float(np.linalg.norm(face_normals(np.asarray(vertices, dtype=np.float64), faces), axis=1).sum()) / 2
+    if not area > DEGENERATE_AREA * side * side:
+        spread = np.linalg.svd(vertices - vertices.mean(0), compute_uv=False)  # along the principal axes
+        dims = int((spread > 1e-4 * spread[0]).sum()) if side > 0 else 0
+        shape = {0: "all its vertices are one point", 1: "its vertices lie on one line"}.get(dims, "every face has zero area")
+        raise ScanFormatError(path, "faces", f"degenerate mesh: {shape} ({len(vertices)} vertices, "
+                                             f"{len(faces)} faces, no surface area): not a scan")
 
 
 def _fan(polygons: list[list[int]]) -> np.ndarray:
@@ -249,6 +281,8 @@ def read_obj(path: str | PathLike) -> tuple[np.ndarray, np.ndarray]:
         s, d = int(spaces[0]), int(slashes[0])
         if s >= 3 and (s + d) % s == 0 and (spaces == s).all() and (slashes == d).all():
             flat = _fromstring(fbuf2.translate(_FACE_SEPARATORS), np.int64)
+            if flat is not None and len(flat) and flat.max() == np.iinfo(np.int64).max:
+                flat = None  # numpy saturates an index beyond int64: the per-line path reports it exactly
             if flat is not None and len(flat) == (s + d) * nf:
                 corners = flat.reshape(nf, s, (s + d) // s)[:, :, 0]
                 idx = np.arange(1, s - 1)
@@ -264,6 +298,9 @@ def read_obj(path: str | PathLike) -> tuple[np.ndarray, np.ndarray]:
                                                  f"{ln[:80]!r}") from None
             if len(corners) < 3:
                 raise ScanFormatError(path, "f", f"face line {i + 1} has {len(corners)} vertices (needs >= 3)")
+            if max(corners) > len(vertices):  # Python's exact integers: 2^63 is shown as written, not wrapped
+                raise ScanFormatError(path, "faces", f"face line {i + 1} has vertex index {max(corners)} (1-based, as "
+                                                     f"in the file) out of range: the mesh has {len(vertices)} vertices")
             polygons.append(corners)
         faces = _fan(polygons)
     if len(faces) and faces.min() <= 0:
@@ -365,9 +402,10 @@ _PLY_TYPES = {"f4": "float", "u1": "uchar", "i4": "int"}
 
 
 def write_ply(path: str | PathLike, vertices: np.ndarray, faces: np.ndarray | None = None,
-              colors: np.ndarray | None = None, labels: np.ndarray | None = None) -> Path:
+              colors: np.ndarray | None = None, labels: np.ndarray | None = None, comment: str | None = None) -> Path:
     """Binary (little-endian) PLY with optional per-vertex ``colors`` ((V, 3) uint8, or floats in [0, 1])
     and an integer ``label`` property (e.g. FDI numbers); viewers such as MeshLab show the colours.
+    ``comment``: a header line (``comment ...``), one line of ASCII.
 
     Written from numpy structured arrays, one ``tobytes`` per element: the same bytes plyfile wrote,
     without its per-face Python loop (4.4 s -> 0.02 s for 400k faces).
@@ -393,7 +431,12 @@ def write_ply(path: str | PathLike, vertices: np.ndarray, faces: np.ndarray | No
         vert["red"], vert["green"], vert["blue"] = colors.T
     if labels is not None:
         vert["label"] = labels
-    header = ["ply", "format binary_little_endian 1.0", f"element vertex {len(vert)}"]
+    header = ["ply", "format binary_little_endian 1.0"]
+    if comment is not None:
+        if not comment.startswith("comment ") or not comment.isascii() or not comment.isprintable():
+            raise ValueError(f"write_ply: comment must be one printable ASCII line 'comment ...', got {comment!r}")
+        header.append(comment)
+    header.append(f"element vertex {len(vert)}")
     header += [f"property {_PLY_TYPES[kind]} {name}" for name, kind in fields]
     body = [vert.tobytes()]
     if faces is not None:
@@ -452,8 +495,10 @@ def read_stl(path: str | PathLike) -> tuple[np.ndarray, np.ndarray]:
     return unique[order], rank[inverse.reshape(-1)].reshape(-1, 3)
 
 
-def write_stl(path: str | PathLike, vertices: np.ndarray, faces: np.ndarray, ascii: bool = False) -> Path:
-    """Write a binary (default) or ASCII STL (mostly for tests and interchange)."""
+def write_stl(path: str | PathLike, vertices: np.ndarray, faces: np.ndarray, ascii: bool = False,
+              header: bytes = b"pointmamba binary STL") -> Path:
+    """Write a binary (default) or ASCII STL (mostly for tests and interchange); ``header``: the first bytes
+    of a binary STL's 80-byte header (never ``solid``, which readers take for ASCII)."""
     tri = np.asarray(vertices, dtype=np.float64)[np.asarray(faces)]
     normals = face_normals(np.asarray(vertices, dtype=np.float64), np.asarray(faces))
     normals /= np.maximum(np.linalg.norm(normals, axis=1, keepdims=True), 1e-30)
@@ -467,8 +512,10 @@ def write_stl(path: str | PathLike, vertices: np.ndarray, faces: np.ndarray, asc
         return atomic_write(path, "".join(parts).encode())
     rec = np.zeros(len(tri), dtype=_STL_RECORD)
     rec["normal"], rec["v"] = normals, tri
-    header = b"pointmamba binary STL".ljust(80, b" ") + np.uint32(len(tri)).tobytes()
-    return atomic_write(path, header + rec.tobytes())
+    if len(header) > 80 or header[:5].lower() == b"solid":
+        raise ValueError(f"write_stl: header must be at most 80 bytes and not start with 'solid', got {header!r}")
+    head = header.ljust(80, b" ") + np.uint32(len(tri)).tobytes()
+    return atomic_write(path, head + rec.tobytes())
 
 
 # ---------------------------------------------------------------------------------------------- misc
@@ -477,6 +524,8 @@ def read_mesh(path: str | PathLike) -> tuple[np.ndarray, np.ndarray]:
     lost faces; warnings for a double-sided mesh or two jaws in one file: see :mod:`pointmamba.data.integrity`)."""
     path = Path(path)
     if not path.is_file():
+        if path.exists():  # a FIFO would block the reader; a folder or a device is no mesh either
+            raise ScanFormatError(path, "file", "not a regular file (a folder, FIFO, socket or device)")
         raise FileNotFoundError(f"{path}: mesh file not found")
     suffix = path.suffix.lower()
     readers = {".obj": read_obj, ".ply": read_ply, ".stl": read_stl}

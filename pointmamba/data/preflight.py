@@ -3,7 +3,8 @@ of training or after half of the outputs were written.
 
 ``check_predict_inputs`` reads every scan (and ``--reference``) that ``tools/predict.py`` was given, and
 keeps what it read for the prediction (up to :data:`KEEP_VERTICES` over all inputs), so that each file is
-read, and each of its warnings shown, once;
+read, and each of its warnings shown, once; a bad one stops the tool, or (given a ``failed`` list) is set
+aside with its one-line reason while the others go on;
 ``check_dataset`` loads (and caches) every scan of a training or validation set; ``mirrored_scans``
 runs the anatomical side check (:mod:`pointmamba.data.anatomy`) on labelled training scans.
 """
@@ -16,7 +17,7 @@ from typing import Any, Callable, Sequence
 
 from ..data.errors import ScanFormatError, ScanWarning
 from ..data.integrity import check_jaw_size
-from ..data.units import UnitsDecision, check_millimetres, infer_units
+from ..data.units import UnitsDecision, check_fits, check_millimetres, infer_units
 
 
 KEEP_VERTICES = 10_000_000
@@ -80,10 +81,15 @@ def load_predict_scan(path: str | Path, jaw: str | None = None) -> Any:  # -> Sc
 
 def check_predict_inputs(scans: Sequence[str | Path], jaw: str | None = None, units: str = "auto",
                          references: Sequence[str | Path | None] = (), need_jaw: bool = False,
-                         warn: Callable[[str], None] = print) -> list[PredictInput]:
+                         warn: Callable[[str], None] = print, failed: list[tuple[Path, str]] | None = None,
+                         max_extent_mm: float = float("inf"), progress: bool = False) -> list[PredictInput]:
     """Read and check every scan (and reference: one per scan, None for a scan without) now; raise
-    :class:`InputError` for the first bad one (counting the others). Unit warnings are passed to ``warn``
-    once, here."""
+    :class:`InputError` for the first bad one (counting the others), or, where ``failed`` is a list, append
+    ``(path, one-line reason)`` to it for each bad one and return the good ones. A scan wider than
+    ``max_extent_mm`` in its units (what the model's grid holds) is a bad one. Unit warnings are passed to
+    ``warn`` once, here; ``progress`` shows a progress bar (a large folder takes minutes)."""
+    from tqdm import tqdm
+
     from ..data.teeth3ds import read_labels
 
     if references and len(references) != len(scans):
@@ -91,7 +97,7 @@ def check_predict_inputs(scans: Sequence[str | Path], jaw: str | None = None, un
     checked: list[PredictInput] = []
     problems: list[str] = []
     kept = 0
-    for i, path in enumerate(scans):
+    for i, path in enumerate(tqdm(scans, desc="checking scans", unit="scan", disable=not progress, leave=False)):
         path = Path(path)
         try:
             scan = load_predict_scan(path, jaw)
@@ -100,14 +106,17 @@ def check_predict_inputs(scans: Sequence[str | Path], jaw: str | None = None, un
                 raise ScanFormatError(path, "jaw", "jaw unknown: name the file *_upper / *_lower or pass "
                                                    "--jaw upper|lower (the 17-class model numbers teeth per jaw)")
             decision = infer_units(scan.vertices, units, path)
+            check_fits(decision, max_extent_mm, path)
             ref = labels = None
             if references and references[i] is not None:
                 ref = Path(references[i])
                 labels = read_labels(ref, scan.num_vertices)
                 if scan.jaw is not None and labels.jaw != scan.jaw:
                     raise ScanFormatError(ref, "jaw", f"reference is a {labels.jaw} jaw but {path} is {scan.jaw}")
-        except (ValueError, FileNotFoundError) as exc:
+        except (ValueError, OSError) as exc:  # OSError: unreadable, vanished, a read error of the disk
             problems.append(_named(exc, path, references[i] if references else None))
+            if failed is not None:
+                failed.append((path, problems.pop()))
             continue
         if decision.warning:
             warn(f"warning: {decision.warning}")

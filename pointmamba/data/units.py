@@ -87,6 +87,22 @@ def infer_units(vertices: np.ndarray, units: str = "auto", path: str | PathLike 
                      "a stray vertex far away?); if the size is right, pass --units mm|cm|m")
 
 
+def length_text(mm: float) -> str:
+    """A length in mm as a person reads it: ``118 m``, ``7.57 m``, ``80 mm``, ``0.08 mm``."""
+    return f"{mm / 1000:.3g} m" if mm >= 1000 else f"{mm:.3g} mm"
+
+
+def check_fits(decision: UnitsDecision, max_mm: float, path: str | PathLike | None = None) -> None:
+    """Raise :class:`UnitsError` where the scan, read in ``decision``'s units, is wider than ``max_mm`` (what
+    the model's grid holds): the message says how wide it would be, the sign of wrong ``--units``."""
+    if decision.extent_mm > max_mm:
+        where = str(path) if path is not None else "scan"
+        lo, hi = JAW_EXTENT_MM
+        raise UnitsError(f"{where}: read in {decision.units}, the scan would be {length_text(decision.extent_mm)} wide "
+                         f"(a jaw is {lo:g}-{hi:g} mm; the model's grid holds at most {length_text(max_mm)}): "
+                         f"check --units (auto finds them from the size)")
+
+
 def check_millimetres(vertices: np.ndarray, path: str | PathLike | None = None) -> None:
     """Raise :class:`UnitsError` unless the scan's extent is a jaw's in mm (for training and test data,
     which must be in mm; ``tools/check_data.py`` reports the unit each scan seems to be in)."""

@@ -52,7 +52,8 @@ def adaptive_depth(grid_coord: Tensor) -> int:
     depth = max(1, top.bit_length())
     if depth > MAX_DEPTH:
         raise ValueError(
-            f"serialization: largest grid coordinate {top} needs depth {depth} > {MAX_DEPTH}; use a coarser grid"
+            f"serialization: largest grid coordinate {top} needs depth {depth} > {MAX_DEPTH}; use a coarser grid "
+            f"(the points span {top + 1} cells where at most {2 ** MAX_DEPTH} fit: a scan in the wrong units?)"
         )
     return depth
 

@@ -6,18 +6,20 @@ A work dir holds a previous run when it has ``last.pth`` or ``best.pth``. Traini
 ``--resume`` cannot replace ``best.pth`` or mix two runs in ``metrics.jsonl``. Metric lines without any
 checkpoint (a run killed in its first epoch) hold nothing to resume: a new run starts fresh over them.
 
-A running training holds an exclusive lock (``fcntl.flock`` on :data:`LOCK_FILE`): a second one started
-in the same work dir stops in one line instead of mixing its metrics, log and checkpoints with the first.
+A running training holds an exclusive lock (``fcntl.flock`` on :data:`LOCK_FILE`, see
+:mod:`pointmamba.folder_lock`): a second one started in the same work dir stops in one line instead of
+mixing its metrics, log and checkpoints with the first.
 The lock goes with the process, so a killed run never leaves a stale one.
 """
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import warnings
 from pathlib import Path
 from typing import Any, Callable
+
+from ..folder_lock import FolderInUse, lock_folder
 
 CHECKPOINTS = ("last.pth", "best.pth")
 LOGS = ("metrics.jsonl", "diagnostics.jsonl")
@@ -116,19 +118,14 @@ class WorkDirLock:
         path = work_dir / LOCK_FILE
         try:
             work_dir.mkdir(parents=True, exist_ok=True)
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+            fd = lock_folder(work_dir, LOCK_FILE)
+        except FolderInUse as busy:
+            raise WorkDirError(f"work dir {work_dir} is in use by another training"
+                               f"{f' (pid {busy.holder})' if busy.holder else ''}: "
+                               "wait for it to end or choose another --work-dir") from None
         except OSError as exc:
             raise WorkDirError(f"work dir {work_dir}: cannot create {path.name if work_dir.is_dir() else 'it'}: "
                                f"{exc.strerror or exc}") from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            holder = os.read(fd, 64).decode(errors="replace").strip()
-            os.close(fd)
-            raise WorkDirError(f"work dir {work_dir} is in use by another training{f' (pid {holder})' if holder else ''}: "
-                               "wait for it to end or choose another --work-dir") from None
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
         self.fd: int | None = fd
 
     def release(self) -> None:

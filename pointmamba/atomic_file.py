@@ -72,8 +72,10 @@ def atomic_writer(path: str | PathLike, fsync: bool = False) -> Iterator[BinaryI
     path.parent.mkdir(parents=True, exist_ok=True)
     # the temp name holds at most TEMP_NAME_BYTES of the target's: a name near the file system's 255-byte
     # limit would otherwise give "File name too long" on the temp file alone
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{utf8_prefix(path.name, TEMP_NAME_BYTES)}.", suffix=".tmp")
+    tmp = None
     try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{utf8_prefix(path.name, TEMP_NAME_BYTES)}.",
+                                   suffix=".tmp")
         with os.fdopen(fd, "wb") as fh:
             yield fh
             fh.flush()
@@ -82,8 +84,9 @@ def atomic_writer(path: str | PathLike, fsync: bool = False) -> Iterator[BinaryI
                 os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException as exc:
-        Path(tmp).unlink(missing_ok=True)
-        if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
+        if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):  # no room, or no inode left
             raise DiskFullError(exc.errno, f"{path}: cannot write it, the disk is full "
                                            f"({_free(path.parent)} free in {path.parent})") from None
         raise

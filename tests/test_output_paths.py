@@ -13,26 +13,9 @@ import pytest
 
 from pointmamba.cli.output_files import LOCK_FILE, output_stems, plan_outputs
 
-from support.tiny import untrained_checkpoint
-from support.tools import run_tool
+from support.predict_runs import FAST, SAMPLE, ckpt, one_error_line, predict  # noqa: F401 (ckpt: a fixture)
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-
-SAMPLE = Path(__file__).resolve().parents[1] / "data" / "samples" / "MSN022" / "MSN022_upper.obj"
-FAST = ("--set", "infer.graph_cut=false")
-
-
-@pytest.fixture(scope="module")
-def ckpt(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return untrained_checkpoint(tmp_path_factory.mktemp("ckpt") / "tiny.pth")
-
-
-def predict(ckpt: Path, *args) -> tuple[int, str, str]:
-    return run_tool("predict", *args, "--checkpoint", ckpt)
-
-
-def one_error_line(code: int, err: str) -> bool:
-    return code == 2 and "Traceback" not in err and len([ln for ln in err.splitlines() if ln.startswith("error:")]) == 1
 
 
 def test_no_output_outside_out_when_one_folder_path_ends_another(tmp_path: Path) -> None:

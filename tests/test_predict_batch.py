@@ -15,22 +15,9 @@ import pytest
 from pointmamba.data import find_scans, read_mesh, write_obj, write_stl
 from pointmamba.data.scan_files import expand_scan_paths
 
-from support.tiny import untrained_checkpoint
-from support.tools import run_tool
+from support.predict_runs import FAST, SAMPLE, ckpt, predict  # noqa: F401 (ckpt: a fixture)
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-
-SAMPLE = Path(__file__).resolve().parents[1] / "data" / "samples" / "MSN022" / "MSN022_upper.obj"
-FAST = ("--set", "infer.graph_cut=false")
-
-
-@pytest.fixture(scope="module")
-def ckpt(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return untrained_checkpoint(tmp_path_factory.mktemp("ckpt") / "tiny.pth")
-
-
-def predict(ckpt: Path, *args) -> tuple[int, str, str]:
-    return run_tool("predict", *args, "--checkpoint", ckpt)
 
 
 def rows(path: Path) -> list[dict[str, str]]:
@@ -194,21 +181,22 @@ def test_wrong_units_say_how_wide_the_scan_would_be(ckpt: Path, tmp_path: Path) 
     assert not (tmp_path / "out").exists()
 
 
-def test_degenerate_meshes_are_refused_naming_the_file(tmp_path: Path) -> None:
+@pytest.mark.parametrize("text, shape", [
+    ("v 0 0 0\nv 1 1 1\nv 2 2 2\nf 1 2 3\n", "its vertices lie on one line"),
+    ("v 3 3 3\nv 3 3 3\nv 3 3 3\nf 1 2 3\n", "all its vertices are one point"),
+    ("v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 1 2\nf 2 3 3\n", "every face has zero area"),
+    (None, "its vertices lie on one line"),  # 600 vertices 80 mm along a line, rounded by the OBJ text
+])
+def test_degenerate_meshes_are_refused_naming_the_file(tmp_path: Path, text: str | None, shape: str) -> None:
     from pointmamba.data import ScanFormatError
 
-    cases = {
-        "line.obj": "v 0 0 0\nv 1 1 1\nv 2 2 2\nf 1 2 3\n",
-        "point.obj": "v 3 3 3\nv 3 3 3\nv 3 3 3\nf 1 2 3\n",
-        "zero_area.obj": "v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 1 2\nf 2 3 3\n",
-    }
-    for name, text in cases.items():
-        (tmp_path / name).write_text(text)
-        with pytest.raises(ScanFormatError, match=f"{name}: faces: degenerate mesh"):
-            read_mesh(tmp_path / name)
-    big = collinear_mesh(tmp_path / "long_line.obj")
-    with pytest.raises(ScanFormatError, match="long_line.obj: faces: degenerate mesh: its vertices lie on one line"):
-        read_mesh(big)
+    mesh = tmp_path / "flat_upper.obj"
+    if text is None:
+        collinear_mesh(mesh)
+    else:
+        mesh.write_text(text)
+    with pytest.raises(ScanFormatError, match=f"flat_upper.obj: faces: degenerate mesh: {shape}"):
+        read_mesh(mesh)
 
 
 def test_minor_cases_fifo_huge_index_and_non_numeric_arrays(ckpt: Path, tmp_path: Path) -> None:

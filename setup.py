@@ -30,7 +30,12 @@ setup(
     extras_require={
         # selenium drives Debian's chromium (apt-get install chromium chromium-driver) in the review-page
         # test, which is skipped where chromium is absent
-        "test": ["pytest>=7", "selenium>=4.10"],
+        # triton (one 290 MB wheel, no dependencies, never touches torch; checked with 3.9.0 beside torch
+        # 2.13.0 CPU) runs our Triton kernels in its interpreter on the CPU (tests/test_triton_ops.py)
+        "test": ["pytest>=7", "selenium>=4.10", "triton>=3.2; sys_platform == 'linux'"],
+        # CUDA builds of torch bring triton themselves; this extra is for CPU machines that run the Triton
+        # kernels in Triton's interpreter (TRITON_INTERPRET=1)
+        "triton": ["triton>=3.2; sys_platform == 'linux'"],
         # GPU extras are installed separately (see README "GPU install"): they compile or need CUDA.
     },
     entry_points={

@@ -5,11 +5,13 @@
     python bench/gpu_check.py --json FILE            # ... and the rows + environment as JSON (atomic)
     python bench/gpu_check.py --quick                # small sizes, a few seconds per row (the test suite)
     python bench/gpu_check.py --sections agreement   # some sections only (backends agreement training speed memory)
-    python bench/gpu_check.py --where cuda-ext       # some backend combinations only (cpu-auto cpu-torch cuda-torch cuda-ext)
+    python bench/gpu_check.py --where cuda-ext       # some backend combinations only (cpu-auto cpu-torch cuda-torch
+                                                     # cuda-ext cuda-triton)
 
 Rows, each run once for every backend combination reachable here ("where": cpu auto = numba, numba,
 torch: the reference; cpu torch = POINTMAMBA_BACKEND_*=torch on the CPU; cuda torch = the same on CUDA;
-cuda ext = auto on CUDA: mamba-ssm, causal-conv1d, spconv where they import):
+cuda ext = auto on CUDA: mamba-ssm, causal-conv1d, spconv where they import; cuda triton = our Triton
+scan and conv1d, spconv's torch rulebook conv: nothing compiled; backends, agreement and scan speed only):
 
 - backends: which backend each op takes (``pointmamba.ops.backends``), and why auto fell back;
 - agreement: the same inputs and weights on "where" and on the reference, float32 and under bf16
@@ -22,7 +24,8 @@ cuda ext = auto on CUDA: mamba-ssm, causal-conv1d, spconv where they import):
   vertices that get the same label (network argmax, and ``segment_scan`` end to end);
 - speed: training points/s at 4 jaws x 24k points (bf16 AMP), 120k-vertex inference (network only; and
   ``segment_scan`` end to end), the selective scan fwd+bwd at L=16384, d_inner 256, d_state 16 per
-  backend (numba on CPU, torch-native and mamba-ssm on CUDA) and the torch / mamba-ssm ratio;
+  backend (numba on CPU, torch-native, triton and mamba-ssm on CUDA), the torch / mamba-ssm ratio and
+  triton's against both (issue 45: triton / mamba-ssm <= 1.5, torch / triton >= 5);
 - memory: peak GPU memory of the training step and of the 120k inference (torch.cuda's peak stats).
 
 Status: ok; FAIL (a tolerance is exceeded: exit 1); MISS (a speed target of issue 23 is missed: exit
@@ -65,7 +68,7 @@ import torch.nn.functional as F  # noqa: E402
 RECIPE = ROOT / "configs" / "teeth3ds" / "small_data.yaml"
 ENV_KEYS = ("POINTMAMBA_BACKEND_SCAN", "POINTMAMBA_BACKEND_CONV1D", "POINTMAMBA_BACKEND_SPCONV")
 SECTIONS = ("backends", "agreement", "training", "speed", "memory")
-WHERE_KEYS = ("cpu-auto", "cpu-torch", "cuda-torch", "cuda-ext")
+WHERE_KEYS = ("cpu-auto", "cpu-torch", "cuda-torch", "cuda-ext", "cuda-triton")
 FORMAT = "pointmamba-gpu-check-1"
 
 # Tolerances of the agreement rows (max |error| / max |reference|, network gradients ||error|| / ||ref||).
@@ -90,7 +93,8 @@ GRADIENT_INIT_SEED = 0  # the network gradients rows' fresh initialization (case
 CPU_AUTOCAST = {"cpe": 0.3, "network gradients": 0.1}  # bf16 rows computed on the CPU (LayerNorm in bf16)
 LABELS_AGREE = 0.99  # held-out vertices labelled the same on CPU and CUDA after bf16 training (issue 23)
 # Issue 23's targets on an H100 (a miss is reported, it does not fail the run).
-TARGETS = {"train points/s": 200_000, "infer network ms": 50.0, "segment_scan s": 0.5, "scan ratio": 5.0}
+TARGETS = {"train points/s": 200_000, "infer network ms": 50.0, "segment_scan s": 0.5, "scan ratio": 5.0,
+           "triton / mamba-ssm": 1.5, "torch / triton": 5.0}  # the last two: issue 45
 
 
 @dataclass
@@ -177,7 +181,8 @@ def table(rows: list[Row]) -> str:
 # ---------------------------------------------------------------------------------------------- where
 @dataclass(frozen=True)
 class Where:
-    """A device and a backend choice: "auto" (the extension where it imports) or "torch" (forced)."""
+    """A device and a backend choice: "auto" (the extension where it imports), "torch" (forced) or "triton"
+    (scan and conv1d forced to triton, spconv to torch)."""
 
     device: str  # "cpu" | "cuda"
     backends: str  # "auto" | "torch"
@@ -185,7 +190,7 @@ class Where:
 
     @property
     def key(self) -> str:
-        """cpu-auto, cpu-torch, cuda-torch or cuda-ext (``--where``)."""
+        """cpu-auto, cpu-torch, cuda-torch, cuda-ext or cuda-triton (``--where``)."""
         return f"{self.device}-{'ext' if self.device == 'cuda' and self.backends == 'auto' else self.backends}"
 
     @property
@@ -205,8 +210,11 @@ def using(where: Where) -> Iterator[None]:
     """POINTMAMBA_BACKEND_* set for ``where``; a stand-in runs the CPU's own (auto) backends: it is there to
     run the CUDA rows' code, and the torch backends' agreement is the cpu torch rows' job."""
     value = "torch" if where.backends == "torch" and not where.stand_in else "auto"
+    values = {k: value for k in ENV_KEYS}
+    if where.backends == "triton" and not where.stand_in:
+        values = {k: "torch" if k.endswith("SPCONV") else "triton" for k in ENV_KEYS}
     saved = {k: os.environ.get(k) for k in ENV_KEYS}
-    os.environ.update({k: value for k in ENV_KEYS})
+    os.environ.update(values)
     try:
         yield
     finally:
@@ -840,6 +848,24 @@ def scan_ratio_rows(torch_where: Where, ext_where: Where, size: Sizes) -> list[R
                        detail={"torch_s": SCAN_SPEEDS[torch_key], "mamba_ssm_s": SCAN_SPEEDS[ext_key]}), "target")]
 
 
+TRITON_CHECKS = {"triton / mamba-ssm": "selective scan fwd+bwd: triton / mamba-ssm",
+                 "torch / triton": "selective scan fwd+bwd: torch-native / triton"}
+
+
+def triton_ratio_rows(target: str, num: tuple[Where, str], den: tuple[Where, str], size: Sizes) -> list[Row]:
+    """One of TRITON_CHECKS: the fwd+bwd time of ``num`` (where, backend) over ``den``'s, from their speed
+    rows (measured here when ``--where`` left one out)."""
+    seconds = []
+    for where, name in (num, den):
+        if f"{where.label}:{name}" not in SCAN_SPEEDS:
+            scan_speed_rows(where, name, size)
+        seconds.append(SCAN_SPEEDS[f"{where.label}:{name}"])
+    sense = "<=" if target == "triton / mamba-ssm" else ">="
+    where = num[0] if num[1] == "triton" else den[0]
+    return [judged(Row("speed", TRITON_CHECKS[target], where.label, seconds[0] / seconds[1], "x", TARGETS[target],
+                       sense, detail={f"{num[1]}_s": seconds[0], f"{den[1]}_s": seconds[1]}), "target")]
+
+
 # ---------------------------------------------------------------------------------------------- plan
 @dataclass
 class Task:
@@ -853,7 +879,7 @@ class Task:
 
 def plan(args: argparse.Namespace, size: Sizes, work: Path) -> list[Task]:
     """Every task this machine runs or reports as skipped, in table order."""
-    from pointmamba.ops import backends
+    from pointmamba.ops import backend, backends
 
     cuda = torch.cuda.is_available()
     stand_in = args.stand_in and not cuda
@@ -862,11 +888,15 @@ def plan(args: argparse.Namespace, size: Sizes, work: Path) -> list[Task]:
     if stand_in:
         ext_skip = "skipped: the CUDA extensions need CUDA (stand-in)"
     elif cuda and all(importable(op) != "yes" for op in ("scan", "conv1d", "spconv")):
-        ext_skip = "skipped: no CUDA extension imports (auto = torch)"
+        ext_skip = "skipped: no CUDA extension imports (auto = triton or torch)"
     scan_ext_skip = ext_skip or (None if importable("scan") == "yes" else "skipped: mamba_ssm does not import")
     cpu_auto, cpu_torch = Where("cpu", "auto"), Where("cpu", "torch")
     cuda_torch, cuda_ext = Where("cuda", "torch", stand_in), Where("cuda", "auto", stand_in)
     cuda_rows = [(cuda_torch, no_cuda), (cuda_ext, ext_skip)]
+    cuda_triton = Where("cuda", "triton", stand_in)
+    triton_skip = no_cuda or ("skipped: Triton needs CUDA (stand-in)" if stand_in else None)
+    if triton_skip is None and backend.triton_error() is not None:
+        triton_skip = f"skipped: triton does not import ({backend.triton_error()})"[:300]
     numba_problem = numba_works()
     REFERENCE_IN_USE[0] = cpu_torch if numba_problem else cpu_auto
     reference = REFERENCE_IN_USE[0]
@@ -887,8 +917,9 @@ def plan(args: argparse.Namespace, size: Sizes, work: Path) -> list[Task]:
         return Task([("backends", "backend per op")], where, run, skip)
 
     tasks += [backend_task(cpu_auto, None), backend_task(cpu_torch, None)] + [backend_task(w, s) for w, s in cuda_rows]
+    tasks.append(backend_task(cuda_triton, triton_skip))
     cpu_skip = f"skipped: the reference is cpu torch (numba: {numba_problem})" if numba_problem else None
-    for where, skip in [(cpu_torch, cpu_skip)] + cuda_rows:
+    for where, skip in [(cpu_torch, cpu_skip)] + cuda_rows + [(cuda_triton, triton_skip)]:
         for precision in ("fp32", "bf16"):
             for case in CASES:
                 checks = [("agreement", c) for c in agreement_checks(case, precision)]
@@ -914,6 +945,14 @@ def plan(args: argparse.Namespace, size: Sizes, work: Path) -> list[Task]:
                       lambda: scan_speed_rows(cuda_ext, "mamba_ssm", size), scan_ext_skip))
     tasks.append(Task([("speed", RATIO_CHECK)], cuda_ext, lambda: scan_ratio_rows(cuda_torch, cuda_ext, size),
                       scan_ext_skip))
+    tasks.append(Task([("speed", scan_speed_check(size, "triton"))], cuda_triton,
+                      lambda: scan_speed_rows(cuda_triton, "triton", size), triton_skip))
+    tasks.append(Task([("speed", TRITON_CHECKS["triton / mamba-ssm"])], cuda_triton,
+                      lambda: triton_ratio_rows("triton / mamba-ssm", (cuda_triton, "triton"), (cuda_ext, "mamba_ssm"),
+                                                size), triton_skip or scan_ext_skip))
+    tasks.append(Task([("speed", TRITON_CHECKS["torch / triton"])], cuda_triton,
+                      lambda: triton_ratio_rows("torch / triton", (cuda_torch, "torch"), (cuda_triton, "triton"),
+                                                size), triton_skip))
     return [t for t in tasks if t.where.key in args.where and any(section in args.sections for section, _ in t.checks)]
 
 

@@ -2,7 +2,9 @@
 
 One Mamba layer's scan as ``Mamba.forward`` calls it: batch 1, d_inner 256, d_state 16, delta_bias +
 softplus, D and the z gate. Backends per device: cpu: numba (the default there) and torch (the chunked
-scan CUDA runs without mamba-ssm); cuda, where present: torch, and mamba_ssm where it imports.
+scan CUDA runs without mamba-ssm); cuda, where present: torch, triton (our Triton kernels) where triton
+imports, and mamba_ssm where it imports. ``--triton-sweep`` adds a row per Triton tile (chunk of time
+steps x channels per program) on CUDA, to choose ``scan_triton.CHUNK`` and ``BLOCK_D``.
 
 Accuracy: max |error| / max |reference| of y and of every input's gradient, against the numba engine in
 float64 (itself checked against a step-by-step float64 reference and gradcheck in tests/), for two input
@@ -11,6 +13,7 @@ delta * A down to about -100 per step).
 
     .venv/bin/python bench/scan_backends.py                    # table, L = 16384, 2 threads, best of 3
     .venv/bin/python bench/scan_backends.py --lengths 4096 16384 --repeats 5 --json
+    python bench/scan_backends.py --devices cuda --triton-sweep   # a GPU: torch, triton, mamba_ssm, tiles
 """
 from __future__ import annotations
 
@@ -97,7 +100,31 @@ def device_backends(device: str) -> list[str]:
         return ["numba", "torch"]
     from pointmamba.ops import backend
 
-    return ["torch"] + (["mamba_ssm"] if backend.extension("scan") is not None else [])
+    return (["torch"] + (["triton"] if backend.triton_error() is None else [])
+            + (["mamba_ssm"] if backend.extension("scan") is not None else []))
+
+
+TRITON_TILES = [(chunk, block) for chunk in (32, 64, 128) for block in (1, 2, 4, 8)]
+
+
+def triton_sweep(length: int, repeats: int) -> list[dict]:
+    """fwd+bwd seconds of the triton scan on CUDA for every (chunk, block_d) in TRITON_TILES; the module's
+    defaults are restored afterwards."""
+    from pointmamba.ops import scan_triton
+
+    defaults = scan_triton.CHUNK, scan_triton.BLOCK_D
+    x = inputs(length, "init", "cuda")
+    rows = []
+    try:
+        for chunk, block in TRITON_TILES:
+            scan_triton.CHUNK, scan_triton.BLOCK_D = chunk, block
+            fwd = best_of(lambda: run("triton", x, grad=False), repeats, "cuda")
+            fwdbwd = best_of(lambda: run("triton", x, grad=True), repeats, "cuda")
+            rows.append({"L": length, "device": "cuda", "backend": f"triton c{chunk} b{block}", "fwd_s": fwd,
+                         "fwdbwd_s": fwdbwd})
+    finally:
+        scan_triton.CHUNK, scan_triton.BLOCK_D = defaults
+    return rows
 
 
 def main() -> None:
@@ -108,6 +135,7 @@ def main() -> None:
     parser.add_argument("--devices", nargs="+", default=["cpu"] + (["cuda"] if torch.cuda.is_available() else []))
     parser.add_argument("--no-accuracy", action="store_true", help="timings only")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    parser.add_argument("--triton-sweep", action="store_true", help="also time every Triton tile (CUDA)")
     args = parser.parse_args()
 
     import numba
@@ -133,6 +161,8 @@ def main() -> None:
                 for regime, ref in refs.items():
                     row[f"err_{regime}"] = errors(run(name, inputs(length, regime, device), grad=True), ref)
                 results.append(row)
+        if args.triton_sweep and any(d.startswith("cuda") for d in args.devices):
+            results.extend(triton_sweep(length, args.repeats))
     os.environ.pop("POINTMAMBA_BACKEND_SCAN", None)
 
     if args.json:
@@ -141,12 +171,12 @@ def main() -> None:
     print(f"selective scan backends, batch 1, d_inner {DIM}, d_state {NSTATE}, {args.threads} CPU threads, "
           f"best (worst) of {args.repeats}, {platform.processor() or platform.machine()}"
           + (f", {torch.cuda.get_device_name()}" if torch.cuda.is_available() else ""))
-    print(f"{'L':>7} {'device':<6} {'backend':<10}{'fwd s':>16}{'fwd+bwd s':>18}  max rel. error vs float64 "
+    print(f"{'L':>7} {'device':<6} {'backend':<16}{'fwd s':>16}{'fwd+bwd s':>18}  max rel. error vs float64 "
           "(y / worst gradient): init, trained")
     for r in results:
         errs = "".join(f"  {r[k]['y']:.1e} / {max(v for n, v in r[k].items() if n != 'y'):.1e}"
                        for k in ("err_init", "err_trained") if k in r)
-        print(f"{r['L']:>7} {r['device']:<6} {r['backend']:<10}{r['fwd_s'][0]:>9.3f} ({r['fwd_s'][1]:.3f})"
+        print(f"{r['L']:>7} {r['device']:<6} {r['backend']:<16}{r['fwd_s'][0]:>9.3f} ({r['fwd_s'][1]:.3f})"
               f"{r['fwdbwd_s'][0]:>10.3f} ({r['fwdbwd_s'][1]:.3f}){errs}")
 
 

@@ -8,9 +8,11 @@ a reference, toggles for the reference and the wrong vertices).
 The 3D view is plotly.js (its ``gl3d`` bundle, vendored in ``vendor/`` and inlined once). Meshes travel as
 base64 little-endian typed arrays, decoded in the browser only when a scan is opened: positions quantized
 to uint16 per axis over the scan's bounding box (``origin + q * step``; the step is the box's size / 65535,
-about 1.5 um for an 100 mm arch), faces uint16 (under 65,536 vertices) or uint32, FDI labels uint8.
-Measured: 4.3 MB of page per 100k vertices with a reference (4.2 MB without), plus a thumbnail of about
-40 kB per scan and the viewer (1.75 MB) once.
+about 1.5 um for a 100 mm arch), faces uint16 (under 65,536 vertices) or uint32, FDI labels uint8.
+Measured on a real scan subdivided to 82k and to 324k vertices (two faces per vertex): 4.2 MB of page per
+100k vertices with a reference, 4.1 MB without (float32 positions gave 5.0 MB), plus a thumbnail of about
+15 kB per scan and the viewer (1.75 MB) once per page. In headless Chromium a 98 MB page (seven 324k-vertex
+scans) showed its grid within a second; one such scan's 3D view drew in 13 s (software WebGL).
 
 Size bound: scans are spooled to disk as they are added (:meth:`ReviewPage.add` keeps nothing of a scan in
 memory), and :meth:`ReviewPage.write` streams them into the page. Up to ``PAGE_SCANS`` (25) scans and

@@ -111,12 +111,13 @@ def open_eval_run(args: argparse.Namespace, default_out: str | None = None) -> E
                    split=args.split, out=out, model=model, dataset=dataset)
 
 
-def parse_args(parser: argparse.ArgumentParser, argv: list[str] | None = None) -> argparse.Namespace:
+def parse_args(parser: argparse.ArgumentParser, argv: list[str] | None = None,
+               backends: bool = True) -> argparse.Namespace:
     """``parser.parse_args`` plus ``--verbose`` and ``--no-progress`` (every tool has both); configures
     pointmamba's logging (DEBUG with --verbose, else WARNING) and prints which backend each op uses on CPU
-    (and CUDA) to stderr. ``--no-progress`` sets ``TQDM_DISABLE=1``, which turns off every progress bar that
-    does not set its own ``disable`` (and those of subprocesses); a tool whose bars do (training's
-    ``train.progress``) also reads ``args.no_progress``."""
+    (and CUDA) to stderr (``backends``: tools that run no network leave it out). ``--no-progress`` sets
+    ``TQDM_DISABLE=1``, which turns off every progress bar that does not set its own ``disable`` (and those
+    of subprocesses); a tool whose bars do (training's ``train.progress``) also reads ``args.no_progress``."""
     parser.add_argument("--verbose", action="store_true", help="show debug log lines (e.g. each op's backend choice)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars (logs, CI)")
     args = parser.parse_args(argv)
@@ -135,9 +136,10 @@ def parse_args(parser: argparse.ArgumentParser, argv: list[str] | None = None) -
         handler._pointmamba_tools = True  # type: ignore[attr-defined]
         logger.addHandler(handler)
     logger.setLevel(logging.DEBUG if args.verbose else logging.WARNING)
-    from pointmamba.ops import backend_report
+    if backends:
+        from pointmamba.ops import backend_report
 
-    print(backend_report(), file=sys.stderr, flush=True)
+        print(backend_report(), file=sys.stderr, flush=True)
     return args
 
 

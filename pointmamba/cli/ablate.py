@@ -2,25 +2,31 @@
 """Run ablation configs with the same seed and budget and compare their training curves.
 
     tools/ablate.py CONFIG [CONFIG ... | 'configs/ablation/*.yaml'] --out DIR [--set key=value ...] [--baseline STEM]
-                    [--seeds 0 1 2] [--jobs N]
+                    [--seeds 0 1 2] [--jobs N] [--no-progress] [--verbose]
 
-Each config trains in its own subprocess (``tools/train.py --config C --work-dir DIR/<stem> --set ...``);
+Each config trains in its own subprocess (``tools/train.py C --out DIR/<stem> --set ...``; ``--no-progress``
+and ``--verbose`` are passed on); a time estimate is printed before the first run starts
+(``ablation_estimate.py``);
 ``--set`` overrides apply to every run (e.g. ``train.epochs=2``). Resumable: a run whose metrics.jsonl
 holds every epoch is skipped, an interrupted one continues with ``--resume``. Writes ``DIR/results.md``
 and ``DIR/results.csv`` (one row per run), ``DIR/epochs.csv`` (one row per run and epoch) and
 ``DIR/curves.png`` (train loss and val mIoU per epoch).
 
 ``--seeds 0 1 2`` runs every config once per seed (``seed=K``, run directory ``DIR/<stem>/seed<K>``);
-each run's loss ratio is taken against the baseline run of the same seed, and ``results.md`` /
-``summary.csv`` give mean ± std over the seeds per config (curves: mean, band min-max), the RelPos
-diagnostics at init / epoch 1 / epoch 10 from each run's ``diagnostics.jsonl`` (``diagnostics.csv``) and the
-design notes' claims checked seed by seed (``ablation_diagnostics.py``). ``--jobs N``
+each run's loss ratio and val mIoU difference are taken against the baseline run of the same seed, and
+``results.md`` / ``summary.csv`` give mean ± std over the seeds per config (curves: mean, band min-max), the
+RelPos diagnostics at init / epoch 1 / epoch 10 from each run's ``diagnostics.jsonl`` (``diagnostics.csv``) and
+the claims the ablation configs were written to test, checked seed by seed (``ablation_diagnostics.py``). ``--jobs N``
 trains N runs at once, each with cpu_count // N torch threads unless OMP_NUM_THREADS is set, and writes
 each run's output to its ``ablate.log``.
 
-Criterion (design notes): train loss at epoch 10 relative to the baseline (the config named ``cpe``, or
-``--baseline``): <= 1.1 acceptable, > 1.2 needs adjustment; and the epochs a config needs to reach the
-baseline's epoch-10 loss. With fewer than 10 epochs the last epoch all runs share is used instead.
+Verdicts (docs/ablations.md says why): against the baseline (the config named ``cpe``, or ``--baseline``),
+1. on validation: each config's best val mIoU minus the baseline's, paired by seed, mean ± sample std over the
+   seeds: "better" / "worse" where the mean lies beyond one std of zero, "within the seed spread" otherwise
+   (one seed has no spread: "one seed: no spread");
+2. on training speed, beside it: the train loss at epoch 10 over the baseline's (<= 1.1 acceptable, > 1.2 needs
+   adjustment), and the epochs a config needs to reach the baseline's epoch-10 loss. With fewer than 10 epochs
+   the last epoch all runs share is used instead.
 """
 from __future__ import annotations
 
@@ -38,7 +44,7 @@ from typing import Any
 
 from ..atomic_file import atomic_write, save_figure, write_csv
 from ..config import flatten
-from ._common import run_main
+from ._common import parse_args, run_main
 from .ablation_diagnostics import claim_lines, diagnostics_lines, diagnostics_rows, line_style, plot_diagnostics
 from ..training.work_dir import read_metrics as read_metric_lines, resume_checkpoint
 from .ablation_table import format_pm, mean_std
@@ -112,17 +118,19 @@ def plan_run(config: Path, out: Path, overrides: list[str], seed: int | None = N
     return info
 
 
-def train_run(info: dict[str, Any], python: str, threads: int | None = None, log: bool = False) -> dict[str, Any]:
+def train_run(info: dict[str, Any], python: str, threads: int | None = None, log: bool = False,
+              flags: tuple[str, ...] = ()) -> dict[str, Any]:
     """Train a planned run unless finished (resuming an interrupted one); updates and returns ``info``.
 
     ``threads`` sets OMP_NUM_THREADS for the run unless the environment has it; ``log`` sends the run's
-    output to its ``ablate.log`` (parallel runs) instead of this process's."""
+    output to its ``ablate.log`` (parallel runs) instead of this process's; ``flags`` go to tools/train.py
+    (``--no-progress``, ``--verbose``)."""
     name, work, epochs = info["name"], info["dir"], info["epochs"]
     if info["status"] == "done":
         print(f"[ablate] {name}: finished ({epochs} epochs), skipped", flush=True)
         return info
     records = info["records"]
-    cmd = [python, "-m", TRAIN_MODULE, "--config", str(info["config"]), "--work-dir", str(work)]
+    cmd = [python, "-m", TRAIN_MODULE, str(info["config"]), "--out", str(work), *flags]
     if info["overrides"]:
         cmd += ["--set", *info["overrides"]]
     if resume_checkpoint(work) is not None:  # last.pth, or best.pth of a run killed between its first two saves
@@ -157,13 +165,13 @@ def train_run(info: dict[str, Any], python: str, threads: int | None = None, log
     return info
 
 
-def run_all(plans: list[dict[str, Any]], python: str, jobs: int = 1) -> list[dict[str, Any]]:
+def run_all(plans: list[dict[str, Any]], python: str, jobs: int = 1, flags: tuple[str, ...] = ()) -> list[dict[str, Any]]:
     """Train every planned run, ``jobs`` at a time (in the given order; results in that order too)."""
     if jobs <= 1:
-        return [train_run(p, python) for p in plans]
+        return [train_run(p, python, flags=flags) for p in plans]
     threads = max(1, (os.cpu_count() or 1) // jobs)
     with ThreadPoolExecutor(jobs) as pool:
-        return list(pool.map(lambda p: train_run(p, python, threads=threads, log=True), plans))
+        return list(pool.map(lambda p: train_run(p, python, threads=threads, log=True, flags=flags), plans))
 
 
 # ---------------------------------------------------------------------------------------------- analysis
@@ -172,6 +180,17 @@ def verdict(ratio: float | None) -> str:
     if ratio is None:
         return "–"
     return "acceptable" if ratio <= ACCEPT else "borderline" if ratio <= ADJUST else "needs adjustment"
+
+
+def miou_verdict(mean: float | None, std: float | None) -> str:
+    """The verdict on a config's val mIoU difference to the baseline (mean, sample std over seeds)."""
+    if mean is None:
+        return "–"
+    if std is None:
+        return "one seed: no spread"
+    if abs(mean) <= std:
+        return "within the seed spread"
+    return "better" if mean > 0 else "worse"
 
 
 def _loss_at(records: list[dict[str, Any]], epoch: int) -> float | None:
@@ -203,6 +222,7 @@ def summarize(runs: list[dict[str, Any]], baseline: str | None,
     base = next((r for r in runs if r["stem"] == baseline), None) if baseline else None
     crit_epoch = criterion_epoch(runs) if epoch is None else epoch
     base_loss = _loss_at(base["records"], crit_epoch) if base and base["records"] else None
+    base_miou = max((x["val_miou"] for x in base["records"] if x.get("val_miou") is not None), default=None) if base else None
     meta = {"baseline": baseline if base else None, "epoch": crit_epoch, "baseline_loss": base_loss,
             "fallback": crit_epoch != CRITERION_EPOCH}
     rows = []
@@ -215,7 +235,7 @@ def summarize(runs: list[dict[str, Any]], baseline: str | None,
         reach = None
         if base_loss is not None and recs:
             reach = next((x["epoch"] for x in recs if float(x["train_loss"]) <= base_loss), None)
-        rows.append({
+        row = {
             "config": r["stem"],
             "status": r["status"],
             "epochs_run": recs[-1]["epoch"] if recs else 0,
@@ -227,8 +247,11 @@ def summarize(runs: list[dict[str, Any]], baseline: str | None,
             "final_val_miou": miou[-1][1] if miou else None,
             "best_val_miou": best[1],
             "best_epoch": best[0],
+            "miou_delta": best[1] - base_miou if best[1] is not None and base_miou is not None else None,
             "train_time_s": sum(float(x.get("epoch_s", 0.0)) for x in recs) if recs else None,  # not run: no time
-        })
+        }
+        row["miou_verdict"] = miou_verdict(row["miou_delta"], None)
+        rows.append(row)
     return rows, meta
 
 
@@ -249,18 +272,22 @@ def write_tables(rows: list[dict[str, Any]], meta: dict[str, Any], runs: list[di
     else:
         crit = f"epoch {e}" + (f" (**fewer than {CRITERION_EPOCH} epochs were run: last common epoch {e} used "
                                f"instead of epoch {CRITERION_EPOCH}**)" if meta["fallback"] else "")
-        lines.append(f"Baseline `{base}`; train loss at {crit}: {_fmt(meta['baseline_loss'])}. Criterion: loss ratio "
-                     f"≤ {ACCEPT} acceptable, > {ADJUST} needs adjustment; last column: first epoch whose train "
-                     f"loss reaches the baseline's epoch-{e} loss.")
+        lines.append(f"Baseline `{base}`. Verdict on validation: each config's best val mIoU minus the baseline's; "
+                     "one seed gives no spread to judge it by (`--seeds 0 1 2`). Beside it, training speed: train "
+                     f"loss at {crit} ({_fmt(meta['baseline_loss'])} for the baseline) over the baseline's, ≤ {ACCEPT} "
+                     f"acceptable, > {ADJUST} needs adjustment; last column: first epoch whose train loss reaches the "
+                     f"baseline's epoch-{e} loss. docs/ablations.md says why.")
     lines += [""] + [f"- {n}" for n in notes] + ([""] if notes else [])
-    head = ["config", "status", "epochs", "final loss", f"loss @ ep {e}", f"ratio vs {base or '–'}", "verdict",
-            "final val mIoU", "best val mIoU (epoch)", "time (s)", f"epochs to baseline ep-{e} loss"]
+    head = ["config", "status", "epochs", "final loss", f"loss @ ep {e}", f"ratio vs {base or '–'}", "loss verdict",
+            "final val mIoU", "best val mIoU (epoch)", f"Δ best val mIoU vs {base or '–'}", "val mIoU verdict",
+            "time (s)", f"epochs to baseline ep-{e} loss"]
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for row in rows:
         best = (f"{_fmt(row['best_val_miou'])} ({row['best_epoch']})" if row["best_val_miou"] is not None else "–")
         cells = [f"`{row['config']}`" + (" (baseline)" if row["config"] == base else ""), row["status"],
                  str(row["epochs_run"]), _fmt(row["final_train_loss"]), _fmt(row["loss_at_epoch"]),
                  _fmt(row["loss_ratio"], ".3f"), row["verdict"], _fmt(row["final_val_miou"]), best,
+                 _fmt(row["miou_delta"], "+.4f"), "baseline" if row["config"] == base else row["miou_verdict"],
                  _fmt(row["train_time_s"] if row["epochs_run"] else None, ".0f"), _fmt(row["epochs_to_baseline_loss"])]
         lines.append("| " + " | ".join(cells) + " |")
     epochs = sorted({x["epoch"] for r in runs for x in r["records"]})
@@ -271,6 +298,14 @@ def write_tables(rows: list[dict[str, Any]], meta: dict[str, Any], runs: list[di
             by = {x["epoch"]: x["train_loss"] for x in r["records"]}
             lines.append(f"| `{r['stem']}` | " + " | ".join(_fmt(by.get(x)) for x in epochs) + " |")
     atomic_write(out / "results.md", ("\n".join(lines) + "\n").encode())
+
+
+def _epoch_axis(ax: Any) -> None:
+    """Whole epochs on the x axis (a 2-epoch run was labelled 1.2, 1.4, ...), and a light grid."""
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.grid(alpha=0.3)
 
 
 def plot_curves(runs: list[dict[str, Any]], meta: dict[str, Any], path: Path) -> None:
@@ -294,7 +329,7 @@ def plot_curves(runs: list[dict[str, Any]], meta: dict[str, Any], path: Path) ->
     ax_loss.set(xlabel="epoch", ylabel="train loss", title="train loss")
     ax_miou.set(xlabel="epoch", ylabel="val mIoU", title="val mIoU")
     for ax in (ax_loss, ax_miou):
-        ax.grid(alpha=0.3)
+        _epoch_axis(ax)
         if ax.lines:
             ax.legend(fontsize=7)
     fig.tight_layout()
@@ -322,7 +357,8 @@ def summarize_seeds(runs: list[dict[str, Any]], baseline: str | None) -> tuple[l
     return rows, meta, notes
 
 
-AGGREGATED = ("loss_at_epoch", "loss_ratio", "final_train_loss", "best_val_miou", "final_val_miou", "train_time_s")
+AGGREGATED = ("loss_at_epoch", "loss_ratio", "final_train_loss", "best_val_miou", "final_val_miou", "miou_delta",
+              "train_time_s")
 
 
 def aggregate(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -339,6 +375,7 @@ def aggregate(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             if key == "loss_at_epoch":
                 row["n"] = n
         row["verdict"] = verdict(row["loss_ratio_mean"])
+        row["miou_verdict"] = miou_verdict(row["miou_delta_mean"], row["miou_delta_std"])
         row["epochs_to_baseline_loss"] = " ".join(_fmt(r["epochs_to_baseline_loss"]) for r in mine)
         out.append(row)
     return out
@@ -369,18 +406,24 @@ def write_seed_tables(rows: list[dict[str, Any]], agg: list[dict[str, Any]], met
     else:
         crit = f"epoch {e}" + (f" (**fewer than {CRITERION_EPOCH} epochs were run: last common epoch {e} used "
                                f"instead of epoch {CRITERION_EPOCH}**)" if meta["fallback"] else "")
-        lines.append(f"Baseline `{base}`; criterion at {crit}: each run's train loss divided by the baseline run's of the "
-                     f"same seed, then mean ± std; verdict on the mean ratio (≤ {ACCEPT} acceptable, > {ADJUST} needs "
-                     f"adjustment). Last column: per seed, the first epoch whose loss reaches that seed's baseline loss.")
+        lines.append(f"Baseline `{base}`. Verdict on validation: each run's best val mIoU minus the baseline run's of the "
+                     "same seed, then mean ± std over the seeds; \"better\" or \"worse\" where the mean lies more than "
+                     "one std from zero, else \"within the seed spread\". Beside it, training speed at "
+                     f"{crit}: each run's train loss divided by the baseline run's of the same seed, then mean ± std; "
+                     f"loss verdict on the mean ratio (≤ {ACCEPT} acceptable, > {ADJUST} needs adjustment). Last "
+                     "column: per seed, the first epoch whose loss reaches that seed's baseline loss. "
+                     "docs/ablations.md says why.")
     lines += [""] + [f"- {n}" for n in notes] + ([""] if notes else [])
-    head = ["config", "runs done", f"loss @ ep {e}", f"ratio vs {base or '–'}", "verdict", "best val mIoU",
-            "final val mIoU", "time (s)", f"epochs to baseline ep-{e} loss"]
+    head = ["config", "runs done", f"loss @ ep {e}", f"ratio vs {base or '–'}", "loss verdict", "best val mIoU",
+            f"Δ best val mIoU vs {base or '–'} (paired by seed)", "val mIoU verdict", "final val mIoU", "time (s)",
+            f"epochs to baseline ep-{e} loss"]
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for row in agg:
         cells = [f"`{row['config']}`" + (" (baseline)" if row["config"] == base else ""),
                  f"{row['done']}/{len(row['seeds'].split())}", _pm(row, "loss_at_epoch"), _pm(row, "loss_ratio", ".3f"),
-                 row["verdict"], _pm(row, "best_val_miou"), _pm(row, "final_val_miou"), _pm(row, "train_time_s", ".0f"),
-                 row["epochs_to_baseline_loss"]]
+                 row["verdict"], _pm(row, "best_val_miou"), _pm(row, "miou_delta", "+.4f"),
+                 "baseline" if row["config"] == base else row["miou_verdict"], _pm(row, "final_val_miou"),
+                 _pm(row, "train_time_s", ".0f"), row["epochs_to_baseline_loss"]]
         lines.append("| " + " | ".join(cells) + " |")
     diag_rows = diagnostics_rows(runs, e)
     if diag_rows:
@@ -433,7 +476,7 @@ def plot_seed_curves(runs: list[dict[str, Any]], meta: dict[str, Any], path: Pat
     ax_ratio.axhline(ACCEPT, color="grey", linestyle=":", label=f"{ACCEPT}x")
     ax_miou.set(xlabel="epoch", ylabel="val mIoU", title="val mIoU (mean over seeds, band min-max)")
     for ax in (ax_loss, ax_ratio, ax_miou):
-        ax.grid(alpha=0.3)
+        _epoch_axis(ax)
         if ax.lines:
             ax.legend(fontsize=7)
     fig.tight_layout()
@@ -464,7 +507,7 @@ def main() -> None:
                         help="run every config once per seed (DIR/<stem>/seed<K>) and report mean ± std over them")
     parser.add_argument("--jobs", type=int, default=1, help="runs trained at once (default 1)")
     parser.add_argument("--no-train", action="store_true", help="only collect finished/partial runs and write the tables")
-    args = parser.parse_args()
+    args = parse_args(parser, backends=False)
     if args.jobs < 1:
         raise ValueError(f"--jobs must be >= 1, got {args.jobs}")
     if args.seeds is not None:
@@ -488,7 +531,13 @@ def main() -> None:
             p["status"] = "done" if p["status"] == "done" else ("incomplete" if p["records"] else "not run")
         runs = plans
     else:
-        runs = run_all(plans, sys.executable, args.jobs)
+        from .ablation_estimate import estimate
+
+        line = estimate(plans, args.jobs)
+        if line:
+            print(line, flush=True)
+        flags = tuple(f for f, on in (("--no-progress", args.no_progress), ("--verbose", args.verbose)) if on)
+        runs = run_all(plans, sys.executable, args.jobs, flags)
     baseline = args.baseline or "cpe"
     if args.baseline and args.baseline not in [r["stem"] for r in runs]:
         raise ValueError(f"--baseline {args.baseline!r} is not among the configs: {', '.join(r['stem'] for r in runs)}")

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Check a Teeth3DS-layout data set before training on it.
 
-    tools/check_data.py DIR [--out TABLE.md]
+    tools/check_data.py DIR [--out TABLE.md] [--no-progress] [--verbose]
 
 Per scan (``<ID>_<jaw>.obj|ply|stl`` under DIR, any depth, with ``<stem>.json`` labels): the mesh reads
 and looks complete, there is one label per vertex, every FDI number is valid for the jaw, the extent
@@ -15,14 +15,14 @@ import argparse
 import sys
 from pathlib import Path
 
-from ._common import run_main
+from ._common import parse_args, run_main
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("root", help="data directory (Teeth3DS layout)")
     parser.add_argument("--out", help="also write the table (Markdown) to this file")
-    args = parser.parse_args()
+    args = parse_args(parser, backends=False)  # with --no-progress and --verbose
 
     from pointmamba.atomic_file import atomic_write
     from pointmamba.data.data_check import check_directory, format_table

@@ -2,9 +2,10 @@
 """Write a training checkpoint as a compact model file: float16 weights, config and warm-up state only.
 
     tools/export_model.py CHECKPOINT [--average-with CKPT ...] [--tooth-shape FILE [--shape-weight W]
-        [--tooth-weight W]] --out FILE [--note TEXT] [--overwrite]
+        [--tooth-weight W]] --out FILE [--note TEXT] [--overwrite] [--no-progress] [--verbose]
 
-The file loads with ``torch.load(weights_only=True)`` and is read by ``tools/predict.py --checkpoint FILE``
+The file keeps the names of the checkpoint's training scans (``train_scans``: tools/test.py and
+tools/predict.py --reference warn when they score one). The file loads with ``torch.load(weights_only=True)`` and is read by ``tools/predict.py --checkpoint FILE``
 like any checkpoint; ``pointmamba/pretrained/teeth17_shared_data.pth`` (the shipped model) was written so.
 With ``--average-with`` the file also holds those networks: inference averages their probabilities with
 CHECKPOINT's (``infer.average_networks``); fine-tuning starts from CHECKPOINT's network. With
@@ -19,7 +20,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ._common import add_average_with_arg, run_main
+from ._common import add_average_with_arg, parse_args, run_main
 
 
 def main() -> None:
@@ -36,7 +37,7 @@ def main() -> None:
                         help="the 'no tooth' weight stored with --tooth-shape (infer.tooth_weight when that is unset)")
     parser.add_argument("--note", default="", help="provenance note stored in the file")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing --out (never the input)")
-    args = parser.parse_args()
+    args = parse_args(parser, backends=False)  # with --no-progress and --verbose, as every tool
 
     from pointmamba.cli.output_files import check_out_file
     from pointmamba.evaluation.averaged_networks import check_averageable, check_one_network

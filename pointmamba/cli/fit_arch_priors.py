@@ -3,7 +3,9 @@
 on the ground truth of a config's training scans, and print them as the ``FITTED`` table of
 ``pointmamba/evaluation/arch_priors.py``.
 
-    tools/fit_arch_priors.py --config FILE [--set key=value ...] [--json OUT]
+    tools/fit_arch_priors.py --config FILE [--set key=value ...] [--out FILE.json] [--no-progress] [--verbose]
+
+(``--json`` is an alias of ``--out``.)
 
 Position-labelled arches (``data.position_label_roots``) count only where complete: elsewhere their
 numbers are positions, not identities.
@@ -20,7 +22,7 @@ from ._common import add_config_args, parse_args, run_main
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_config_args(parser)
-    parser.add_argument("--json", help="also write the table as JSON here")
+    parser.add_argument("--out", "--json", dest="json", metavar="FILE", help="also write the table as JSON here")
     args = parse_args(parser)
 
     from pointmamba.atomic_file import atomic_write

@@ -2,6 +2,7 @@
 """Histogram the distances between consecutive points along each space-filling curve, per scan.
 
     tools/plot_distances.py --config FILE [--set key=value ...] --out DIR [--split val|train|test|all] [--stages N]
+                            [--no-progress] [--verbose]
 
 These are the step lengths a RelPos module sees: every point to its predecessor along one curve order
 within one scan. The dataset is read in eval mode (no augmentation, no point cap) with the configured
@@ -20,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from .. import finite_json
-from ._common import add_config_args, run_main
+from ._common import add_config_args, parse_args, run_main
 
 SPLITS = ("train", "val", "test", "all")
 
@@ -97,8 +98,7 @@ def main() -> None:
                         help="data split (split file or data.<split>_names); all: every scan under data.root")
     parser.add_argument("--stages", type=int, default=1, help="stage 0 (input grid) plus N-1 pooled stages")
     parser.add_argument("--bins", type=int, default=200, help="histogram bins")
-    parser.add_argument("--no-progress", action="store_true")
-    args = parser.parse_args()
+    args = parse_args(parser, backends=False)  # with --no-progress and --verbose
     if args.stages < 1:
         raise ValueError(f"--stages must be >= 1, got {args.stages}")
 

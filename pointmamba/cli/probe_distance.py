@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..atomic_file import atomic_write, write_csv
-from ._common import run_main
+from ._common import parse_args, run_main
 
 if TYPE_CHECKING:
     from pointmamba.structure import PointBatch
@@ -173,7 +173,7 @@ def main() -> None:
     parser.add_argument("--window", type=int, default=64, help="model.logical.window")
     parser.add_argument("--threads", type=int, default=1, help="torch (and numba) threads")
     parser.add_argument("--out", default=None, help="write results.md / results.csv here")
-    args = parser.parse_args()
+    args = parse_args(parser)  # with --no-progress and --verbose, as every tool
     for name in ("points", "batch_size", "train_batches", "test_batches", "steps", "channels", "depth", "window", "threads"):
         if getattr(args, name) < 1:
             raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")

@@ -104,26 +104,27 @@ def device_backends(device: str) -> list[str]:
             + (["mamba_ssm"] if backend.extension("scan") is not None else []))
 
 
-TRITON_TILES = [(chunk, block) for chunk in (32, 64, 128) for block in (1, 2, 4, 8)]
+# (chunk, block_d, num_warps): 18 tiles, each compiled once (a few seconds) then timed
+TRITON_TILES = [(chunk, block, warps) for chunk in (64, 128, 256) for block in (1, 2, 4) for warps in (4, 8)]
 
 
 def triton_sweep(length: int, repeats: int) -> list[dict]:
-    """fwd+bwd seconds of the triton scan on CUDA for every (chunk, block_d) in TRITON_TILES; the module's
-    defaults are restored afterwards."""
+    """fwd+bwd seconds of the triton scan on CUDA for every tile in TRITON_TILES; the module's defaults are
+    restored afterwards."""
     from pointmamba.ops import scan_triton
 
-    defaults = scan_triton.CHUNK, scan_triton.BLOCK_D
+    defaults = scan_triton.CHUNK, scan_triton.BLOCK_D, scan_triton.NUM_WARPS
     x = inputs(length, "init", "cuda")
     rows = []
     try:
-        for chunk, block in TRITON_TILES:
-            scan_triton.CHUNK, scan_triton.BLOCK_D = chunk, block
+        for tile in TRITON_TILES:
+            scan_triton.CHUNK, scan_triton.BLOCK_D, scan_triton.NUM_WARPS = tile
             fwd = best_of(lambda: run("triton", x, grad=False), repeats, "cuda")
             fwdbwd = best_of(lambda: run("triton", x, grad=True), repeats, "cuda")
-            rows.append({"L": length, "device": "cuda", "backend": f"triton c{chunk} b{block}", "fwd_s": fwd,
+            rows.append({"L": length, "device": "cuda", "backend": "triton c{} b{} w{}".format(*tile), "fwd_s": fwd,
                          "fwdbwd_s": fwdbwd})
     finally:
-        scan_triton.CHUNK, scan_triton.BLOCK_D = defaults
+        scan_triton.CHUNK, scan_triton.BLOCK_D, scan_triton.NUM_WARPS = defaults
     return rows
 
 

@@ -24,7 +24,9 @@ Design:
   outputs are written in the inputs' dtypes), as mamba-ssm computes. Every exponent is delta * A <= 0 for
   A <= 0 and delta >= 0 and decays only multiply, so underflow to 0 just forgets the state.
 - ``a_t h_{t-1}``, needed for dA and d(delta), is read as ``h_t - delta_t u_t B_t`` from the recomputed
-  states (an absolute error of float32 eps times |delta u B|, the size of the terms it is added to).
+  states, as mamba-ssm's backward kernel does: an absolute error of float32 eps times |delta u B|, the size
+  of dB's terms. Where every state forgets at once (delta * A of -50 and below) dA is itself that small
+  and keeps no relative accuracy (the numba and torch backends multiply directly and keep it).
 
 Runs CUDA tensors; with ``TRITON_INTERPRET=1`` set before triton is imported it runs CPU tensors in
 Triton's interpreter (how the tests check it on machines without a GPU).
@@ -36,8 +38,13 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
-CHUNK = 64  # time steps per tile and between checkpoints
-BLOCK_D = 4  # channels per program (tuned on a GPU by bench/scan_backends.py)
+# The tile: CHUNK time steps x BLOCK_D channels x d_state, run by NUM_WARPS warps. Not yet measured on a GPU
+# (``python bench/scan_backends.py --devices cuda --triton-sweep`` times the candidates): chosen so that the
+# backward's ~10 live tiles fit the registers (64 x 2 x 16 floats over 128 threads: 16 each) and batch 1
+# at d_inner 256 still makes 128 programs.
+CHUNK = 64
+BLOCK_D = 2
+NUM_WARPS = 4
 
 
 @triton.jit
@@ -236,8 +243,8 @@ class SelectiveScanTriton(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, u: Tensor, delta: Tensor, A: Tensor, B: Tensor, C: Tensor, D: Tensor | None,  # noqa: ANN001
-                z: Tensor | None, delta_bias: Tensor | None, softplus: bool, chunk: int, block_d: int
-                ) -> tuple[Tensor, Tensor]:
+                z: Tensor | None, delta_bias: Tensor | None, softplus: bool, chunk: int, block_d: int,
+                num_warps: int) -> tuple[Tensor, Tensor]:
         batch, dim, length = u.shape
         groups, nstate = B.shape[1], A.shape[1]
         A, D, delta_bias = (t.contiguous() if t is not None else None for t in (A, D, delta_bias))
@@ -253,9 +260,9 @@ class SelectiveScanTriton(torch.autograd.Function):
                 y, last, cps, length, dim, dpg, nstate, n_chunks, nblk,
                 *u.stride(), *delta.stride(), *zz.stride(), *y.stride(), *B.stride(), *C.stride(),
                 HAS_D=D is not None, HAS_Z=z is not None, HAS_BIAS=delta_bias is not None, SOFTPLUS=softplus,
-                BLOCK_D=block_d, CHUNK=chunk, BLOCK_N=triton.next_power_of_2(nstate))
+                BLOCK_D=block_d, CHUNK=chunk, BLOCK_N=triton.next_power_of_2(nstate), num_warps=num_warps)
         ctx.save_for_backward(u, delta, A, B, C, D, z, delta_bias, cps)
-        ctx.softplus, ctx.chunk, ctx.block_d = softplus, chunk, block_d
+        ctx.softplus, ctx.chunk, ctx.block_d, ctx.num_warps = softplus, chunk, block_d, num_warps
         ctx.set_materialize_grads(False)
         return y, last
 
@@ -288,21 +295,22 @@ class SelectiveScanTriton(torch.autograd.Function):
                 *u.stride(), *delta.stride(), *zz.stride(), *gy.stride(), *du.stride(), *B.stride(), *C.stride(),
                 HAS_D=D is not None, HAS_Z=z is not None, HAS_BIAS=delta_bias is not None, SOFTPLUS=ctx.softplus,
                 HAS_GLAST=glast is not None, BLOCK_D=ctx.block_d, CHUNK=ctx.chunk,
-                BLOCK_N=triton.next_power_of_2(nstate))
+                BLOCK_N=triton.next_power_of_2(nstate), num_warps=ctx.num_warps)
         else:
             du.zero_(), ddelta.zero_()
             if dz is not None:
                 dz.zero_()
         return (du, ddelta, dA.sum(0).to(A.dtype), dB.to(B.dtype), dC.to(C.dtype),
                 dD.sum(0).to(D.dtype) if dD is not None else None, dz,
-                dbias.sum(0).to(delta_bias.dtype) if dbias is not None else None, None, None, None)
+                dbias.sum(0).to(delta_bias.dtype) if dbias is not None else None, None, None, None, None)
 
 
 def selective_scan_triton(u: Tensor, delta: Tensor, A: Tensor, B: Tensor, C: Tensor, D: Tensor | None = None,
                           z: Tensor | None = None, delta_bias: Tensor | None = None, delta_softplus: bool = False,
-                          chunk: int | None = None, block_d: int | None = None) -> tuple[Tensor, Tensor]:
+                          chunk: int | None = None, block_d: int | None = None, num_warps: int | None = None
+                          ) -> tuple[Tensor, Tensor]:
     """The scan (shapes as ``scan.selective_scan``, B and C already (B, G, N, L)): (y, last state float32).
-    ``chunk`` and ``block_d`` (powers of 2; default the module's CHUNK and BLOCK_D) are the tile's time steps
-    and channels."""
+    ``chunk`` and ``block_d`` (powers of 2) are the tile's time steps and channels; they and ``num_warps``
+    default to the module's CHUNK, BLOCK_D and NUM_WARPS, read at each call."""
     return SelectiveScanTriton.apply(u, delta, A, B, C, D, z, delta_bias, delta_softplus, chunk or CHUNK,
-                                     block_d or BLOCK_D)
+                                     block_d or BLOCK_D, num_warps or NUM_WARPS)

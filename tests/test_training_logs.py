@@ -156,3 +156,17 @@ def test_derived_training_scans_follow_split_files_exclusions_and_jaw(tmp_path: 
     assert derive_from_config(cfg).among(["P1_upper", "P1_lower"]) == ["P1_lower"]
     cfg["data"]["root"] = str(tmp_path / "absent")
     assert derive_from_config(cfg) is None  # not determined here: the tools say so instead of guessing
+
+
+def test_predict_with_a_reference_warns_on_a_training_scan(healthy: Trainer, synth: Path, tmp_path: Path) -> None:
+    from pointmamba.data import find_scans
+
+    scans = find_scans(synth)
+    proc = subprocess.run([sys.executable, str(ROOT / "tools" / "predict.py"), str(scans["SYN00001_lower"]),
+                           str(scans["SYN00002_upper"]), "--checkpoint", str(healthy.work_dir / "last.pth"),
+                           "--reference", "auto", "--out", str(tmp_path / "out"), "--no-progress",
+                           "--set", "infer.mirror_tta=false"], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    warning = [ln for ln in proc.stderr.splitlines() if "were among the training scans of last.pth" in ln]
+    assert len(warning) == 1 and "1 of the 2 scored scan(s)" in warning[0], proc.stderr[-2000:]
+    assert "SYN00001_lower" in warning[0] and "SYN00002" not in warning[0]

@@ -87,10 +87,11 @@ class Segmenter:
         size; a rescale is warned about), ``mm``, ``cm`` or ``m``; ``name`` for messages and output names;
         ``dentition`` this scan's (default: the Segmenter's). Bad input raises ValueError naming the file (or ``name``) and what is wrong.
         """
-        from .data.units import infer_units
+        from .data.units import check_fits, grid_reach_mm, infer_units
 
         source = self.load(scan, jaw, name)
         decision = infer_units(source.vertices, units, source.path or source.name)
+        check_fits(decision, grid_reach_mm(self.config["data"].get("grid_size")), source.path or source.name)
         if decision.warning:
             warnings.warn(decision.warning, stacklevel=2)
         return self.segment(source, decision, dentition=dentition)

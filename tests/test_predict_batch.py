@@ -180,6 +180,11 @@ def test_wrong_units_say_how_wide_the_scan_would_be(ckpt: Path, tmp_path: Path) 
     assert 50 < width < 120  # an arch of 50-120 mm, read as metres
     assert not (tmp_path / "out").exists()
 
+    from pointmamba import Segmenter  # the API says the same, before the network
+
+    with pytest.raises(ValueError, match=r"MSN022_upper.obj: read in m, the scan would be [\d.]+ m wide"):
+        Segmenter(ckpt, device="cpu")(SAMPLE, units="m")
+
 
 @pytest.mark.parametrize("text, shape", [
     ("v 0 0 0\nv 1 1 1\nv 2 2 2\nf 1 2 3\n", "its vertices lie on one line"),

@@ -37,7 +37,6 @@ output, every scan bad, with --strict any scan bad) or the disk ran full; 130 in
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import sys
 import time
@@ -146,6 +145,7 @@ class Run:
         """The scans that pass the check; each one that does not is one line (all of them one error with
         --strict, or where none passes)."""
         from pointmamba.data.preflight import InputError, check_predict_inputs
+        from pointmamba.data.units import grid_reach_mm
         from pointmamba.printable import printable
         from tqdm import tqdm
 
@@ -154,7 +154,8 @@ class Run:
                                       need_jaw=self.segmenter.num_classes == 17,
                                       warn=lambda m: tqdm.write(printable(m), file=sys.stderr),
                                       failed=None if args.strict else self.failed,
-                                      max_extent_mm=_grid_reach_mm(self.segmenter), progress=len(self.paths) > 1)
+                                      max_extent_mm=grid_reach_mm(self.segmenter.config["data"].get("grid_size")),
+                                      progress=len(self.paths) > 1)
         if not inputs:
             more = f" (and {len(self.failed) - 1} more bad inputs)" if len(self.failed) > 1 else ""
             raise InputError(self.failed[0][1] + more)
@@ -343,15 +344,6 @@ def _reason(exc: BaseException, path: Path) -> str:
     if not isinstance(exc, (ValueError, OSError)):  # not a known kind of bad input: say what it was
         text = f"{type(exc).__name__}: {text}"
     return text if str(path) in text else f"{path}: {text}"
-
-
-def _grid_reach_mm(segmenter: Any) -> float:
-    """The widest scan (mm, along its longest principal axis) that the model's grid holds in any pose:
-    2^MAX_DEPTH cells per axis, and a pose can put the principal extent along a diagonal (sqrt 3)."""
-    from pointmamba.serialization import MAX_DEPTH
-
-    grid = segmenter.config["data"].get("grid_size") or 0
-    return grid * 2 ** MAX_DEPTH / math.sqrt(3) if grid > 0 else math.inf
 
 
 def _tooth_suffixes() -> tuple[str, ...]:

@@ -92,6 +92,15 @@ def length_text(mm: float) -> str:
     return f"{mm / 1000:.3g} m" if mm >= 1000 else f"{mm:.3g} mm"
 
 
+def grid_reach_mm(grid_size: float | None) -> float:
+    """The widest scan (mm, along its longest principal axis) that a model's grid of ``grid_size`` mm cells
+    holds in any pose: 2^MAX_DEPTH cells per axis of the serialization, and a pose can put the principal
+    extent along a diagonal (sqrt 3). No grid (``None`` / 0): no bound."""
+    from ..serialization import MAX_DEPTH  # here, not at the top: it imports torch
+
+    return grid_size * 2 ** MAX_DEPTH / math.sqrt(3) if grid_size else math.inf
+
+
 def check_fits(decision: UnitsDecision, max_mm: float, path: str | PathLike | None = None) -> None:
     """Raise :class:`UnitsError` where the scan, read in ``decision``'s units, is wider than ``max_mm`` (what
     the model's grid holds): the message says how wide it would be, the sign of wrong ``--units``."""

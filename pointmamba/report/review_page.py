@@ -218,7 +218,7 @@ class ReviewPage:
     def _write_data(self, fh: BinaryIO, head: dict[str, Any], scans: range,
                     page_of: dict[int, str] | None) -> None:
         """``{...head, "scans": [...]}``, one scan in memory at a time."""
-        fh.write(embed_json(head)[:-1].encode() + b',"scans":[')
+        fh.write(embed_json({**head, "scans": []})[:-2].encode())  # '{...,"scans":[' and the scans follow
         for n, k in enumerate(scans):
             if n:
                 fh.write(b",")

@@ -62,6 +62,31 @@ class Segmentation:
         """``"MSN023_lower: review tooth 35 (0.52; 34: 0.41)"``, or None."""
         return self.confidence.review_line(self.name)
 
+    def __repr__(self) -> str:
+        """One line (the arrays are attributes, not part of it): ``Segmentation('MSN001_lower', jaw=lower,
+        5321 vertices, teeth [31, 32, ...], review: yes)``."""
+        return (f"Segmentation({self.name!r}, jaw={self.jaw}, {len(self.labels)} vertices, teeth {self.teeth}, "
+                f"review: {'yes' if self.review else 'no'})")
+
+    def to_trimesh(self) -> Any:
+        """The scan as a ``trimesh.Trimesh`` (file units and vertex order, nothing merged or dropped), coloured
+        by tooth, with per-vertex ``label`` (FDI) and ``instance`` in ``vertex_attributes``. Needs trimesh
+        (``pip install trimesh``), which pointmamba itself does not."""
+        try:
+            import trimesh
+        except ImportError:
+            raise ImportError("Segmentation.to_trimesh needs trimesh: pip install trimesh") from None
+        from .data import class_colors
+
+        rgb = class_colors(self.num_classes)[self.classes]
+        rgba = np.concatenate([rgb, np.full((len(rgb), 1), 255, dtype=np.uint8)], axis=1)
+        mesh = trimesh.Trimesh(vertices=np.asarray(self.vertices, dtype=np.float64), faces=np.asarray(self.faces),
+                               vertex_colors=rgba, process=False)
+        mesh.vertex_attributes["label"] = np.asarray(self.labels, dtype=np.int64)
+        mesh.vertex_attributes["instance"] = np.asarray(self.instances, dtype=np.int64)
+        mesh.metadata.update({"name": self.name, "jaw": self.jaw, "teeth": self.teeth})
+        return mesh
+
     # ----------------------------------------------------------------------------------- outputs
     def _target(self, path: str | PathLike) -> Path:
         path = Path(path)

@@ -102,13 +102,23 @@ def open_eval_run(args: argparse.Namespace, default_out: str | None = None) -> E
         check_out_dir(out)  # a file, an unwritable place: one line now, not a traceback after the model loads
     device = resolve_device(cfg["train"]["device"])
     checkpoint = resolve_checkpoint(args.checkpoint)
-    if default_out is not None:  # the default lies beside the checkpoint: known only now
+    if default_out is not None:  # the default is named after the checkpoint: known only now
         out = Path(args.out) if args.out else default_out_dir(checkpoint, default_out)
         check_out_dir(out)
     model, cfg = load_trained(checkpoint, device, config=cfg, average_with=args.average_with)
     dataset = build_dataset(cfg, args.split, train=False)
     return EvalRun(cfg=cfg, device=device, checkpoint=checkpoint, average_with=args.average_with,
                    split=args.split, out=out, model=model, dataset=dataset)
+
+
+def default_out_dir(checkpoint: Path, name: str) -> Path:
+    """``work_dirs/<run>/<name>`` in the current folder, never inside the installed package: ``<run>`` is
+    the checkpoint's folder (a training run's work dir: ``work_dirs/cpe/best.pth`` -> ``work_dirs/cpe/<name>``),
+    or the file's own stem where it lies in the package (the shipped model) or has no folder."""
+    package = Path(__file__).resolve().parents[1]
+    folder = checkpoint.resolve().parent
+    run = checkpoint.stem if folder.is_relative_to(package) or not checkpoint.parent.name else checkpoint.parent.name
+    return Path("work_dirs") / run / name
 
 
 def parse_args(parser: argparse.ArgumentParser, argv: list[str] | None = None,

@@ -92,7 +92,7 @@ def check_work_dir_path(work_dir: str | Path, resume: bool, overwrite: bool) -> 
     foreign = [name for name in entries if name not in OWN and not _is_temp(name)]
     if not resume and foreign and not any(name in MARKERS for name in entries):
         raise WorkDirError(f"work dir {work_dir} is not empty and holds no training run ({', '.join(entries[:3])}"
-                           f"{', ...' if len(entries) > 3 else ''}): choose an empty or new --work-dir")
+                           f"{', ...' if len(entries) > 3 else ''}): choose an empty or new --out")
 
 
 def check_previous_run(work_dir: str | Path, resume: bool, overwrite: bool) -> None:
@@ -107,7 +107,7 @@ def check_previous_run(work_dir: str | Path, resume: bool, overwrite: bool) -> N
     found = previous_run(work_dir)
     if found and not overwrite:
         raise WorkDirError(f"{work_dir} holds a previous run ({', '.join(found)}): pass --resume to continue it "
-                           "or --overwrite to replace it (or choose another --work-dir)")
+                           "or --overwrite to replace it (or choose another --out)")
 
 
 class WorkDirLock:
@@ -122,7 +122,7 @@ class WorkDirLock:
         except FolderInUse as busy:
             raise WorkDirError(f"work dir {work_dir} is in use by another training"
                                f"{f' (pid {busy.holder})' if busy.holder else ''}: "
-                               "wait for it to end or choose another --work-dir") from None
+                               "wait for it to end or choose another --out") from None
         except OSError as exc:
             raise WorkDirError(f"work dir {work_dir}: cannot create {path.name if work_dir.is_dir() else 'it'}: "
                                f"{exc.strerror or exc}") from None

@@ -174,7 +174,8 @@ def test_the_test_summary_reports_the_three_groups_of_the_pattern() -> None:
 
     def row(name, miou, pattern, given=None, review=False):
         return {"name": name, "source": "s", "jaw": "lower", "few_teeth": False, "third_molar": False,
-                "lone_premolar": pattern, "miou": miou, "miou_given": given, "review": review}
+                "lone_premolar": pattern, "miou": miou, "miou_given": given, "review": review,
+                "review_given": False if pattern else None}
 
     rows = [row("a", 0.9, False), row("b", 0.95, False, review=True), row("c", 0.4, True, 0.9, True),
             row("d", 0.5, True, 0.8, True)]
@@ -183,4 +184,5 @@ def test_the_test_summary_reports_the_three_groups_of_the_pattern() -> None:
     assert summary["lone premolar side"]["mean_scan_miou"] == pytest.approx(0.45)
     assert summary["lone premolar side"]["flagged"] == 1.0 and summary["no lone premolar side"]["flagged"] == 0.5
     assert summary["lone premolar side, dentition given"]["mean_scan_miou"] == pytest.approx(0.85)
+    assert summary["lone premolar side, dentition given"]["flagged"] == 0.0  # the given run's own flag
     assert "| lone premolar side, dentition given | 2 | 0.8500 |" in summary_table(summary)

@@ -4,6 +4,7 @@
     tools/predict.py SCAN_OR_FOLDER [...] [--checkpoint CKPT] [--jaw upper|lower] [--units auto|mm|cm|m] --out DIR
                      [--overwrite] [--reference JSON ... | --reference auto] [--set infer.KEY=VALUE ...]
                      [--report DIR/index.html] [--export-teeth] [--strict]
+                     [--dentition auto|permanent|mixed] [--dentition-file CSV]
 
 Without --checkpoint the shipped model (pointmamba/pretrained/, see its MODEL_CARD.md) is used. A folder
 stands for every mesh under it (recursive, sorted; the Teeth3DS layout <ID>/<ID>_<jaw>.obj included), with
@@ -19,6 +20,12 @@ DIR/<stem>_<FDI>.stl, and DIR/<stem>_gingiva.stl, together exactly the scan's fa
 A scan flagged for review gets one line ("MSN023_lower: review tooth 35 (0.52; 34: 0.41)"). With a folder
 or several scans, DIR/summary.csv has a row per scan (teeth, review, time, metrics with references);
 --report writes one self-contained HTML page to review them all in 3D (opens from disk, no network).
+
+--dentition says how a side of canine, one premolar-sized tooth, then molars is numbered: permanent (an
+adult's premolar space closed: premolar 5, first molar 6) or mixed (a child's primary molars 4, 5, first
+molar 6); auto (default) picks the likelier, flags the scan naming both readings and writes the other
+reading's number as each tooth's "alternative" in the JSON. --dentition-file gives it per scan: CSV rows
+"scan stem,dentition". Arches without that side are numbered alike under all three.
 
 The jaw comes from --jaw, else the file name (*_upper / *_lower) or a label file beside it. Scans in cm or
 m are detected from their size and scaled to mm with a warning (--units to say). Every input is checked

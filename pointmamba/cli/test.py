@@ -88,7 +88,7 @@ def main() -> None:
                "accuracy": scan_cm.accuracy(), "miou": scan_cm.miou(), **review_columns(pred, scan)}
         # the pattern's arches again with the dentition their reference gives (a second network pass)
         row.update(dentition_given_columns(model, scan, cfg, device, dataset.aligned_vertices(i), num_classes)
-                   if row.get("lone_premolar") else {"dentition_given": None, "miou_given": None})
+                   if row.get("lone_premolar") else {"dentition_given": None, "miou_given": None, "review_given": None})
         tm = teeth_metrics(scan.vertices.astype(np.float64), scan.labels.astype(np.int64), pred.fdi)
         row.update({k: tm[k] for k in ("TSA", "TLA", "TIR", "score")})
         row["_teeth"] = tm

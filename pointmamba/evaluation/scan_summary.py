@@ -38,7 +38,8 @@ def reference_groups(labels: np.ndarray, aligned: np.ndarray | None = None, jaw:
 def group_rows(rows: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     """Rows by group name: ``all``, ``source <name>``, ``jaw <name>``, ``<= 13 teeth``, ``third molar``,
     and where some arch has one, ``lone premolar side`` (under the default ``auto`` dentition), ``lone
-    premolar side, dentition given`` (copies of its rows whose ``miou`` is their ``miou_given``) and ``no
+    premolar side, dentition given`` (copies of its rows whose ``miou`` and ``review`` are their
+    ``miou_given`` and ``review_given``) and ``no
     lone premolar side``."""
     groups: dict[str, list[dict[str, Any]]] = {"all": list(rows)}
     for key, label in (("source", "source"), ("jaw", "jaw")):
@@ -48,7 +49,8 @@ def group_rows(rows: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, Any]]
     groups["third molar"] = [r for r in rows if r["third_molar"]]
     if any(r.get("lone_premolar") for r in rows):
         groups["lone premolar side"] = [r for r in rows if r["lone_premolar"]]
-        given = [{**r, "miou": r["miou_given"]} for r in rows if r["lone_premolar"] and r.get("miou_given") is not None]
+        given = [{**r, "miou": r["miou_given"], "review": r.get("review_given")} for r in rows
+                 if r["lone_premolar"] and r.get("miou_given") is not None]
         if given:
             groups["lone premolar side, dentition given"] = given
         groups["no lone premolar side"] = [r for r in rows if not r["lone_premolar"]]
@@ -110,15 +112,16 @@ def review_columns(pred: Any, scan: Any) -> dict[str, Any]:
 def dentition_given_columns(model: Any, scan: Any, cfg: dict[str, Any], device: Any, aligned: np.ndarray,
                             num_classes: int) -> dict[str, Any]:
     """For an arch with a side of the lone-premolar pattern, the dentition its reference's own numbering
-    gives (:func:`~.dentition.reference_dentition`) and the per-scan mIoU predicted with it given
-    (``dentition_given``, ``miou_given``; both None for other arches)."""
+    gives (:func:`~.dentition.reference_dentition`), the per-scan mIoU predicted with it given and whether
+    that prediction is flagged (``dentition_given``, ``miou_given``, ``review_given``; None for other arches)."""
     from ..data import fdi_to_class
     from .dentition import reference_dentition
     from .inference import segment_scan
 
     given = reference_dentition(aligned, scan.labels, scan.jaw)
     if given is None:
-        return {"dentition_given": None, "miou_given": None}
+        return {"dentition_given": None, "miou_given": None, "review_given": None}
     pred = segment_scan(model, scan, {**cfg, "infer": {**(cfg.get("infer") or {}), "dentition": given}}, device)
     target = fdi_to_class(scan.labels, scan.jaw, num_classes)
-    return {"dentition_given": given, "miou_given": ConfusionMatrix(num_classes).update(pred.classes, target).miou()}
+    return {"dentition_given": given, "miou_given": ConfusionMatrix(num_classes).update(pred.classes, target).miou(),
+            "review_given": review_columns(pred, scan)["review"]}

@@ -1,0 +1,42 @@
+"""Real sample arches (data/samples) and their reference labels made into a failure, for the review and
+numbering tests."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from pointmamba.data import fdi_to_class, load_scan
+from pointmamba.data.dataset import preprocess_scan
+from pointmamba.data.mesh import apply_transform
+from pointmamba.evaluation.tooth_numbering import measure_instances
+
+SAMPLES = Path(__file__).resolve().parents[2] / "data" / "samples"
+
+
+def sample_arch(name: str):
+    """(scan, aligned vertices, reference FDI labels, the network's probabilities as if it saw every tooth)."""
+    scan = load_scan(SAMPLES / name.split("_")[0] / f"{name}.obj")
+    aligned = apply_transform(scan.vertices.astype(np.float64), preprocess_scan(scan)["transform"])
+    classes = fdi_to_class(scan.labels, scan.jaw, 17)
+    probs = np.full((len(classes), 17), 0.1 / 16)
+    probs[np.arange(len(classes)), classes] = 0.9
+    return scan, aligned, scan.labels.astype(np.int64), probs
+
+
+def split_tooth(labels: np.ndarray, aligned: np.ndarray, tooth: int) -> np.ndarray:
+    """``tooth`` cut in two along the arch, its distal half numbered as its distal neighbour, and every tooth
+    behind it moved on one number (as a network counting teeth numbers them; an 8th tooth drops out)."""
+    quadrant, position = divmod(tooth, 10)
+    out = labels.copy()
+    for p in range(8, position, -1):
+        out[labels == 10 * quadrant + p] = 10 * quadrant + p + 1 if p < 8 else 0
+    teeth = [t for t in np.unique(labels) if t > 0]
+    instances, frame = measure_instances(aligned, [np.flatnonzero(labels == t) for t in teeth])
+    me = next(i for i in instances if teeth[i.key] == tooth)
+    along = me.along()
+    angle, _ = frame.polar(aligned[me.vertices, :2])
+    # the distal half lies away from the midline (angle 0); the tangent may point either way along it
+    distal = (along - np.median(along)) * np.sign(np.median(angle)) * np.sign(np.corrcoef(along, angle)[0, 1]) > 0
+    out[me.vertices[distal]] = tooth + 1
+    return out

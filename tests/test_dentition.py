@@ -120,7 +120,7 @@ def shipped():
     return Segmenter(device="cpu")
 
 
-def test_a_real_val_arch_through_the_api_in_both_readings(shipped) -> None:
+def test_a_real_val_arch_through_the_api_in_both_readings(shipped, tmp_path: Path) -> None:
     # IOS017_upper: an adult's first premolars taken out, spaces closed (13, 15, 16, 17 | 23, 25, 26, 27, 28);
     # read as counted (mixed) it is 13, 14, 15, 16 | 23, 24, 25, 26, 27
     path = _real("IOS017_upper")
@@ -136,6 +136,14 @@ def test_a_real_val_arch_through_the_api_in_both_readings(shipped) -> None:
     assert any(t.get("alternative") for t in doc["teeth"])  # the other reading's numbers
     used = doc["dentition"]["used"]
     np.testing.assert_array_equal(auto.labels, (permanent if used == "permanent" else mixed).labels)
+    # the review page carries each tooth's other number for its hover text
+    from pointmamba.report import ReviewPage
+
+    page = ReviewPage()
+    page.add(auto)
+    page.write(tmp_path / "index.html")
+    text = "".join(p.read_text(errors="replace") for p in page.written)
+    assert '"alternative":' in text and "other dentition" in text
 
 
 def test_the_constructor_sets_the_dentition_and_a_call_overrides_it(shipped) -> None:

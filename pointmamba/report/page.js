@@ -115,6 +115,7 @@
     for (let v = 0; v < n; v++) {
       const l = labels[v], t = conf[l];
       let s = l === 0 ? "gingiva" : `tooth ${l}` + (t ? ` · confidence ${fmt(t.confidence, 2)} (${t.runner_up}: ${fmt(t.runner_up_confidence, 2)})` : "");
+      if (t && t.alternative) s += ` · other dentition: ${t.alternative}`;
       if (reference) s += `<br>reference: ${reference[v] === 0 ? "gingiva" : reference[v]}` + (reference[v] !== l ? " (wrong)" : "");
       text[v] = s;
     }

@@ -129,8 +129,11 @@ class ReviewPage:
             "vertices": int(len(labels)), "teeth": result.teeth, "review": conf.review,
             "reasons": list(conf.reasons),
             "min_confidence": None if conf.min_confidence is None else round(conf.min_confidence, 4),
+            # "alternative": the tooth's number under the other reading of the dentition (auto), where it differs
             "confidence": [{"fdi": t.fdi, "confidence": round(t.confidence, 4), "runner_up": t.runner_up,
-                            "runner_up_confidence": round(t.runner_up_confidence, 4)} for t in conf.teeth],
+                            "runner_up_confidence": round(t.runner_up_confidence, 4),
+                            **({"alternative": t.alternative} if getattr(t, "alternative", None) else {})}
+                           for t in conf.teeth],
             "metrics": metrics,
             "thumbnail": None if picture is None else thumbnail(picture),
             "palette": palette,

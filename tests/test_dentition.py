@@ -50,6 +50,9 @@ def test_a_synthetic_pattern_arch_is_numbered_as_its_dentition_says(dentition: s
     instances, iprobs = numbered_instances(numbering, labels, 17, "lower")
     conf = scan_confidence(probs, labels, instances, "lower", scan.vertices, iprobs, dentition=numbering.dentition)
     assert conf.to_json()["dentition"]["used"] == dentition
+    # read as mixed, the side's 4 and 5 are primary molars (marked in the JSON); permanent: none
+    primary = sorted(t["fdi"] for t in conf.to_json()["teeth"] if t.get("primary"))
+    assert primary == ([34, 35, 44, 45] if dentition == "mixed" else [])
     # what the given dentition explains is not flagged: no molar-sized "35" (mixed), no skipped 34 (permanent)
     assert not {"molar_sized", "skipped", "dentition"} & {k for k, _ in conf.findings}, conf.reasons
 

@@ -85,6 +85,7 @@ class ToothConfidence:
     vertices: int
     width_mm: float | None = None
     alternative: int | None = None  # its number under the other reading of the dentition (auto; None: the same)
+    primary: bool = False  # a primary molar: 4 or 5 of a side of the pattern read as a mixed dentition
 
     def describe(self) -> str:
         return f"tooth {self.fdi} ({self.confidence:.2f}; {self.runner_up}: {self.runner_up_confidence:.2f})"
@@ -132,7 +133,7 @@ class ScanConfidence:
                "min_confidence": None if m is None else round(m, 4),
                "review_below": self.rules.review_below,
                "teeth": [{k: (round(v, 4) if isinstance(v, float) else v) for k, v in asdict(t).items()
-                          if k != "alternative" or v is not None} for t in self.teeth]}
+                          if (k != "alternative" or v is not None) and (k != "primary" or v)} for t in self.teeth]}
         if self.dentition is not None:
             out["dentition"] = self.dentition
         return out
@@ -223,8 +224,11 @@ def scan_confidence(probs: np.ndarray, classes: np.ndarray, instances: np.ndarra
                 values, counts = np.unique(other[instances == t.instance], return_counts=True)
                 alt = int(values[counts.argmax()])
                 t.alternative = alt if alt not in (0, t.fdi) else None
+        used = {f for side in dentition.sides.values() for f in side.get(dentition.used, [])}
+        for t in teeth:  # read as mixed, the pattern side's 4 and 5 are primary molars under their successors' numbers
+            t.primary = dentition.used == "mixed" and t.fdi in used and t.fdi % 10 in (4, 5)
         if dentition.requested != "auto":
-            explained = {f for side in dentition.sides.values() for f in side.get(dentition.used, [])}
+            explained = used
     findings = review_findings(teeth, jaw, aligned, instances, rules, explained)
     if aligned is not None:
         from .review_checks import failure_findings

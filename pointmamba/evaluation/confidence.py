@@ -229,13 +229,11 @@ def scan_confidence(probs: np.ndarray, classes: np.ndarray, instances: np.ndarra
             t.primary = dentition.used == "mixed" and t.fdi in used and t.fdi % 10 in (4, 5)
         if dentition.requested != "auto":
             explained = used
+    from .review_checks import failure_findings, parts_finding
+
     findings = review_findings(teeth, jaw, aligned, instances, rules, explained)
     if aligned is not None:
-        from .review_checks import failure_findings
-
         findings += failure_findings(teeth, jaw, aligned, instances, probs, rules)
-    from .review_checks import parts_finding
-
     findings += parts_finding(len(probs), faces, rules)
     text = dentition.finding() if dentition is not None else None
     if text:

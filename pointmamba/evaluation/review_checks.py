@@ -49,6 +49,7 @@ def failure_findings(teeth: list["ToothConfidence"], jaw: str, aligned: np.ndarr
     ``teeth`` (sorted along the arch, numbered) of instances ``instances`` (V,), vertices ``aligned``
     (V, 3, canonical frame, mm); ``probs`` (V, C) the network's probabilities (column 0 gingiva; None:
     a space of a tooth's width between teeth counts as tooth-like, and the arch's ends are not checked)."""
+    from .confidence import _skipped_between
     from .tooth_numbering import gap_mm, measure_instances
 
     if len(teeth) < 2:
@@ -73,8 +74,6 @@ def failure_findings(teeth: list["ToothConfidence"], jaw: str, aligned: np.ndarr
             out.append(("split", f"teeth {a.fdi} and {b.fdi} each about half a tooth wide ({ia.width:.1f} and "
                                  f"{ib.width:.1f} mm, typical {ta:.1f} and {tb:.1f}) and touching: one tooth split in two?"))
             continue
-        from .confidence import _skipped_between
-
         skipped = _skipped_between(a.fdi, b.fdi)
         expect = min(_typical(jaw, f) for f in skipped) if skipped else min(ta, tb)
         if gap < rules.dropped_gap * expect:

@@ -21,6 +21,7 @@ from torch import Tensor
 
 BLOCK_D = 16
 BLOCK_L = 64
+FMA = True  # fused multiply-adds, as nvcc builds causal-conv1d; explicit: Triton 3.10 turns its default off
 
 
 @triton.jit
@@ -120,7 +121,7 @@ class CausalConv1dTriton(torch.autograd.Function):
         if x.numel():
             _conv_fwd_kernel[_grid(x)](x, weight, bias if bias is not None else weight, out, x.shape[1], x.shape[2],
                                        *x.stride(), *out.stride(), HAS_BIAS=bias is not None, SILU=silu,
-                                       WIDTH=weight.shape[1], BLOCK_D=BLOCK_D, BLOCK_L=BLOCK_L)
+                                       WIDTH=weight.shape[1], BLOCK_D=BLOCK_D, BLOCK_L=BLOCK_L, enable_fp_fusion=FMA)
         ctx.save_for_backward(x, weight, bias)
         ctx.silu = silu
         return out
@@ -139,9 +140,10 @@ class CausalConv1dTriton(torch.autograd.Function):
         if x.numel():
             _conv_bwd_pre_kernel[grid](x, weight, bias if bias is not None else weight, gout, gpre, dw, db, dim,
                                        length, grid[2], *x.stride(), *gout.stride(), HAS_BIAS=bias is not None,
-                                       SILU=ctx.silu, WIDTH=width, BLOCK_D=BLOCK_D, BLOCK_L=BLOCK_L)
+                                       SILU=ctx.silu, WIDTH=width, BLOCK_D=BLOCK_D, BLOCK_L=BLOCK_L,
+                                       enable_fp_fusion=FMA)
             _conv_bwd_dx_kernel[grid](gpre, weight, dx, dim, length, *dx.stride(), WIDTH=width,
-                                      BLOCK_D=BLOCK_D, BLOCK_L=BLOCK_L)
+                                      BLOCK_D=BLOCK_D, BLOCK_L=BLOCK_L, enable_fp_fusion=FMA)
         else:
             dx.zero_()
         return (dx, dw.sum((0, 1)).to(weight.dtype), db.sum((0, 1)).to(bias.dtype) if bias is not None else None,

@@ -45,6 +45,7 @@ from torch import Tensor
 CHUNK = 64
 BLOCK_D = 2
 NUM_WARPS = 4
+FMA = True  # fused multiply-adds, as nvcc builds mamba-ssm; explicit: Triton 3.10 turns its default off
 
 
 @triton.jit
@@ -260,7 +261,8 @@ class SelectiveScanTriton(torch.autograd.Function):
                 y, last, cps, length, dim, dpg, nstate, n_chunks, nblk,
                 *u.stride(), *delta.stride(), *zz.stride(), *y.stride(), *B.stride(), *C.stride(),
                 HAS_D=D is not None, HAS_Z=z is not None, HAS_BIAS=delta_bias is not None, SOFTPLUS=softplus,
-                BLOCK_D=block_d, CHUNK=chunk, BLOCK_N=triton.next_power_of_2(nstate), num_warps=num_warps)
+                BLOCK_D=block_d, CHUNK=chunk, BLOCK_N=triton.next_power_of_2(nstate), num_warps=num_warps,
+                enable_fp_fusion=FMA)
         ctx.save_for_backward(u, delta, A, B, C, D, z, delta_bias, cps)
         ctx.softplus, ctx.chunk, ctx.block_d, ctx.num_warps = softplus, chunk, block_d, num_warps
         ctx.set_materialize_grads(False)
@@ -295,7 +297,7 @@ class SelectiveScanTriton(torch.autograd.Function):
                 *u.stride(), *delta.stride(), *zz.stride(), *gy.stride(), *du.stride(), *B.stride(), *C.stride(),
                 HAS_D=D is not None, HAS_Z=z is not None, HAS_BIAS=delta_bias is not None, SOFTPLUS=ctx.softplus,
                 HAS_GLAST=glast is not None, BLOCK_D=ctx.block_d, CHUNK=ctx.chunk,
-                BLOCK_N=triton.next_power_of_2(nstate), num_warps=ctx.num_warps)
+                BLOCK_N=triton.next_power_of_2(nstate), num_warps=ctx.num_warps, enable_fp_fusion=FMA)
         else:
             du.zero_(), ddelta.zero_()
             if dz is not None:

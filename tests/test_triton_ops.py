@@ -151,6 +151,21 @@ def test_scan_large_decays():
     assert float((dA.double() - dA_ref).abs().max()) < 1e-7 * float(dB_ref.abs().max())
 
 
+@interpreted
+def test_empty_sequences():
+    """L = 0 (no chunk to run): empty outputs, a zero last state and zero parameter gradients."""
+    x = {k: v.requires_grad_() for k, v in make_inputs(batch=2, dim=6, nstate=4, length=0).items()}
+    y, last = scan_triton.selective_scan_triton(x["u"], x["delta"], x["A"], x["B"].unsqueeze(1),
+                                                x["C"].unsqueeze(1), x["D"], x["z"], x["delta_bias"], True)
+    assert y.shape == (2, 6, 0) and not last.any()
+    (y.sum() + last.sum()).backward()
+    assert all(not v.grad.any() for v in x.values())
+    xc, w = torch.randn(2, 3, 0, requires_grad=True), torch.randn(3, 4, requires_grad=True)
+    out = conv1d_triton.causal_conv1d_triton(xc, w, None, True)
+    out.sum().backward()
+    assert out.shape == (2, 3, 0) and not w.grad.any()
+
+
 def _padded(samples: list[torch.Tensor], lmax: int) -> torch.Tensor:
     """(dim, L_i) samples -> (batch, dim, lmax), zeros on the right."""
     return torch.stack([F.pad(s, (0, lmax - s.shape[-1])) for s in samples])

@@ -256,3 +256,25 @@ def test_metrics_cut_short_or_foreign_are_handled_by_name(tmp_path: Path, synth:
         read_metrics(metrics)
     code, _, err = train_cli(tmp_path, "--resume", "--set", *tiny_overrides(synth, work, epochs=3))
     assert code == 2 and f"{metrics}: line 3 has no epoch number" in err and "Traceback" not in err
+
+
+def test_a_nan_loss_is_written_as_strict_json_and_read_back_as_nan(tmp_path: Path) -> None:
+    """A diverged run's NaN loss or gradient norm must not make metrics.jsonl unreadable to strict JSON
+    readers (issue 46: no NaN in any file); the run's own readers still see NaN."""
+    import math
+
+    from pointmamba.atomic_file import append_text
+    from pointmamba.training.work_dir import json_line, read_jsonl, read_metrics
+
+    path = tmp_path / "metrics.jsonl"
+    append_text(path, json_line({"epoch": 1, "train_loss": float("nan"), "lr": 1e-3,
+                                 "groups": {"head": float("inf"), "cpe": 0.5}}))
+    line = path.read_text()
+
+    def refuse(token: str) -> None:
+        raise AssertionError(f"non-JSON constant {token} in {line!r}")
+
+    json.loads(line, parse_constant=refuse)
+    record = read_metrics(path)[0]
+    assert math.isnan(record["train_loss"]) and record["lr"] == 1e-3
+    assert math.isnan(read_jsonl(path)[0]["groups"]["head"]) and read_jsonl(path)[0]["groups"]["cpe"] == 0.5

@@ -27,7 +27,6 @@ Tags (``<m>`` is a RelPos module name from ``net.relpos_modules()``, e.g. ``enc0
 """
 from __future__ import annotations
 
-import json
 import time
 from typing import Any
 
@@ -35,6 +34,7 @@ import torch
 from torch import Tensor
 
 from .hooks import Hook, TrainerView
+from .work_dir import json_line
 
 
 PARAM_GROUPS: dict[str, str] = {
@@ -244,7 +244,7 @@ class DiagnosticsHook(Hook):
         if getattr(trainer, "work_dir", None) is not None:
             from ..atomic_file import append_text
 
-            append_text(trainer.work_dir / "diagnostics.jsonl", json.dumps(self.last) + "\n")
+            append_text(trainer.work_dir / "diagnostics.jsonl", json_line(self.last))
 
     def summary_line(self, last: dict[str, Any]) -> str:
         """One compact line: gate range and contribution over the active RelPos modules, grad/param per

@@ -1,7 +1,6 @@
 """The training loop: AdamW + schedule, clipping, AMP on CUDA, DDP, validation, atomic checkpoints, resume."""
 from __future__ import annotations
 
-import json
 import math
 import time
 from pathlib import Path
@@ -24,7 +23,7 @@ from .loss import balanced_class_weights, class_counts, segmentation_loss
 from .optim import build_optimizer, build_scheduler
 from .seed import rng_state, set_deterministic, set_rng_state, set_seed
 from .warmup import WarmupSwitch
-from .work_dir import (WorkDirLock, check_previous_run, check_work_dir_path, clear_previous_run,
+from .work_dir import (WorkDirLock, check_previous_run, check_work_dir_path, clear_previous_run, json_line,
                        read_metrics, remove_stale_temp_files, resume_checkpoint)
 
 
@@ -300,7 +299,7 @@ class Trainer:
         if not self.is_main or not path.is_file():
             return
         records = [r for r in read_metrics(path, warn=lambda m: self.log(f"warning: {m}")) if r["epoch"] <= self.epoch]
-        atomic_write(path, "".join(json.dumps(r) + "\n" for r in records).encode())
+        atomic_write(path, "".join(json_line(r) for r in records).encode())
 
     def _call(self, event: str, *args: Any) -> None:
         for hook in self.hooks:
@@ -447,7 +446,7 @@ class Trainer:
         if "val_miou" in record:
             msg += f" | val mIoU {record['val_miou']:.4f} acc {record['val_accuracy']:.4f}"
         # lines past the resumed epoch are dropped on resume
-        append_text(self.work_dir / "metrics.jsonl", json.dumps({k: v for k, v in record.items() if k != "val_iou"}) + "\n")
+        append_text(self.work_dir / "metrics.jsonl", json_line({k: v for k, v in record.items() if k != "val_iou"}))
         improved = record.get("val_miou", -math.inf) > self.best_miou
         if improved:
             self.best_miou = record["val_miou"]

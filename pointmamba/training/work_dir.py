@@ -14,6 +14,7 @@ The lock goes with the process, so a killed run never leaves a stale one.
 from __future__ import annotations
 
 import json
+import math
 import os
 import warnings
 from pathlib import Path
@@ -186,8 +187,26 @@ def _numbered_records(path: Path, warn: Callable[[str], None] | None) -> list[tu
             raise ValueError(f"{path}: line {n} is not JSON") from None
         if not isinstance(record, dict):
             raise ValueError(f"{path}: line {n} is not a JSON object")
-        out.append((n, record))
+        out.append((n, _nan_for_null(record)))
     return out
+
+
+def json_line(record: dict[str, Any]) -> str:
+    """One line of a run's JSON-lines file: strict JSON, a number that is not finite (a NaN loss or
+    gradient norm) written as ``null`` (:mod:`pointmamba.finite_json`); :func:`read_jsonl` reads it back
+    as NaN."""
+    from ..finite_json import dumps
+
+    return dumps(record) + "\n"
+
+
+def _nan_for_null(value: Any) -> Any:
+    """The run's records hold numbers only: ``null`` stands for one that was not finite."""
+    if isinstance(value, dict):
+        return {k: _nan_for_null(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_nan_for_null(v) for v in value]
+    return math.nan if value is None else value
 
 
 def read_jsonl(path: str | Path, warn: Callable[[str], None] | None = None) -> list[dict[str, Any]]:

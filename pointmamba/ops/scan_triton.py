@@ -74,27 +74,39 @@ def _delta(delta_ptr, bias_ptr, offs_d, t, mask, s_db, s_dd, s_dl,
 
 
 @triton.jit
+def _program(A_ptr, D_ptr, dpg, nstate, nblk, HAS_D: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_N: tl.constexpr):
+    """This program's share, as both kernels split the work: batch element b = program_id(0), group g and
+    channels g * dpg + j * BLOCK_D + [0, BLOCK_D) with (g, j) = divmod(program_id(1), nblk). Returns b, g,
+    the channels' offsets (clamped to valid channels) and mask, the states' offsets and mask, their joint
+    mask, and A (BLOCK_D, BLOCK_N) and D (BLOCK_D,) in float32 (0 where masked; D 0 without it)."""
+    b = tl.program_id(0)
+    g = tl.program_id(1) // nblk
+    local = (tl.program_id(1) % nblk) * BLOCK_D + tl.arange(0, BLOCK_D)
+    mask_d = local < dpg
+    offs_d = tl.where(mask_d, g * dpg + local, 0)
+    offs_n = tl.arange(0, BLOCK_N)
+    mask_n = offs_n < nstate
+    dn_mask = mask_d[:, None] & mask_n[None, :]
+    A = tl.load(A_ptr + offs_d[:, None] * nstate + offs_n[None, :], mask=dn_mask, other=0.0).to(tl.float32)
+    if HAS_D:
+        Dv = tl.load(D_ptr + offs_d, mask=mask_d, other=0.0).to(tl.float32)
+    else:
+        Dv = tl.zeros((BLOCK_D,), tl.float32)
+    return b, g, offs_d, mask_d, offs_n, mask_n, dn_mask, A, Dv
+
+
+@triton.jit
 def _scan_fwd_kernel(u_ptr, delta_ptr, A_ptr, B_ptr, C_ptr, D_ptr, z_ptr, bias_ptr, y_ptr, last_ptr, cps_ptr,
                      length, dim, dpg, nstate, n_chunks, nblk,
                      s_ub, s_ud, s_ul, s_db, s_dd, s_dl, s_zb, s_zd, s_zl, s_yb, s_yd, s_yl,
                      s_Bb, s_Bg, s_Bn, s_Bl, s_Cb, s_Cg, s_Cn, s_Cl,
                      HAS_D: tl.constexpr, HAS_Z: tl.constexpr, HAS_BIAS: tl.constexpr, SOFTPLUS: tl.constexpr,
                      BLOCK_D: tl.constexpr, CHUNK: tl.constexpr, BLOCK_N: tl.constexpr):
-    """One program: batch element program_id(0), channels g * dpg + j * BLOCK_D + [0, BLOCK_D) with
-    (g, j) = divmod(program_id(1), nblk). Writes y, last (B, dim, N) and cps (B, n_chunks, dim, N)."""
-    b = tl.program_id(0)
-    g = tl.program_id(1) // nblk
-    j = tl.program_id(1) % nblk
-    local = j * BLOCK_D + tl.arange(0, BLOCK_D)
-    mask_d = local < dpg
-    offs_d = tl.where(mask_d, g * dpg + local, 0)
-    offs_n = tl.arange(0, BLOCK_N)
-    mask_n = offs_n < nstate
+    """One program's channels (``_program``) over the whole sequence. Writes y, last (B, dim, N) and cps
+    (B, n_chunks, dim, N)."""
+    b, g, offs_d, mask_d, offs_n, mask_n, dn_mask, A, Dv = _program(A_ptr, D_ptr, dpg, nstate, nblk, HAS_D, BLOCK_D,
+                                                                    BLOCK_N)
     steps = tl.arange(0, CHUNK)
-    dn_mask = mask_d[:, None] & mask_n[None, :]
-    A = tl.load(A_ptr + offs_d[:, None] * nstate + offs_n[None, :], mask=dn_mask, other=0.0).to(tl.float32)
-    if HAS_D:
-        Dv = tl.load(D_ptr + offs_d, mask=mask_d, other=0.0).to(tl.float32)
     u_ptr += b * s_ub
     delta_ptr += b * s_db
     z_ptr += b * s_zb
@@ -137,19 +149,9 @@ def _scan_bwd_kernel(u_ptr, delta_ptr, A_ptr, B_ptr, C_ptr, D_ptr, z_ptr, bias_p
                      HAS_GLAST: tl.constexpr, BLOCK_D: tl.constexpr, CHUNK: tl.constexpr, BLOCK_N: tl.constexpr):
     """Gradients of one program's channels (the forward's split). du, ddelta, dz share one layout (strides
     s_o*); dA (B, dim, N), dD and dbias (B, dim) per batch element; dB, dC (B, G, N, L) float32 sums."""
-    b = tl.program_id(0)
-    g = tl.program_id(1) // nblk
-    j = tl.program_id(1) % nblk
-    local = j * BLOCK_D + tl.arange(0, BLOCK_D)
-    mask_d = local < dpg
-    offs_d = tl.where(mask_d, g * dpg + local, 0)
-    offs_n = tl.arange(0, BLOCK_N)
-    mask_n = offs_n < nstate
+    b, g, offs_d, mask_d, offs_n, mask_n, dn_mask, A, Dv = _program(A_ptr, D_ptr, dpg, nstate, nblk, HAS_D, BLOCK_D,
+                                                                    BLOCK_N)
     steps = tl.arange(0, CHUNK)
-    dn_mask = mask_d[:, None] & mask_n[None, :]
-    A = tl.load(A_ptr + offs_d[:, None] * nstate + offs_n[None, :], mask=dn_mask, other=0.0).to(tl.float32)
-    if HAS_D:
-        Dv = tl.load(D_ptr + offs_d, mask=mask_d, other=0.0).to(tl.float32)
     u_ptr += b * s_ub
     du_ptr += b * s_ob
     delta_ptr += b * s_db

@@ -223,8 +223,8 @@ def _scan_bwd_kernel(u_ptr, delta_ptr, A_ptr, B_ptr, C_ptr, D_ptr, z_ptr, bias_p
         dB = tl.sum(lam * (dt * u)[:, :, None], 0)  # (CHUNK, BLOCK_N), this block's channels summed
         dC = tl.sum(hs * gy[:, :, None], 0)
         bc = bc_out + offs_n[None, :] * length + t[:, None]
-        tl.atomic_add(dB_ptr + bc, dB, mask=tn_mask)
-        tl.atomic_add(dC_ptr + bc, dC, mask=tn_mask)
+        tl.atomic_add(dB_ptr + bc, dB, mask=tn_mask, sem="relaxed")  # a sum: no ordering needed
+        tl.atomic_add(dC_ptr + bc, dC, mask=tn_mask, sem="relaxed")
     tl.store(dA_ptr + (b * dim + offs_d[:, None]) * nstate + offs_n[None, :], dA, mask=dn_mask)
     if HAS_D:
         tl.store(dD_ptr + b * dim + offs_d, dD, mask=mask_d)

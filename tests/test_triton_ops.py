@@ -5,7 +5,8 @@ The interpreter has to be on (``TRITON_INTERPRET=1``) when triton itself is impo
 something may have imported triton before this module (the backend choice does, for CUDA devices). So
 ``test_kernels_under_the_interpreter`` runs this module again in a child pytest with the variable set from
 the start, and the checks below run there only (here they are skipped, saying so). Running
-``TRITON_INTERPRET=1 pytest tests/test_triton_ops.py`` runs them directly.
+``TRITON_INTERPRET=1 pytest tests/test_triton_ops.py`` runs them directly. What the interpreter cannot
+check, that the GPU compiler lowers every kernel, ``test_kernels_compile_for_sm90`` checks in this process.
 
 Tolerances, as a fraction of the reference's largest magnitude (``rel_err``):
 - float32 inputs: 1e-5 for outputs, 1e-4 for gradients (float32 math, eps 6e-8, over sums of up to
@@ -59,14 +60,15 @@ def _check_child(marks: str) -> None:
 
 @pytest.mark.skipif(IN_CHILD, reason="this is the child process")
 def test_kernels_under_the_interpreter():
-    """Every fast check below, in a child process under the interpreter (about 15 s on 2 cores)."""
+    """Every fast check below, in a child process under the interpreter: about 10 s on 2 quiet cores, 25 s
+    with other jobs on them."""
     _check_child("not slow")
 
 
 @pytest.mark.slow
 @pytest.mark.skipif(IN_CHILD, reason="this is the child process")
 def test_slow_kernels_under_the_interpreter():
-    """The slow checks below (the BiMamba model on both backends), in a child process."""
+    """The slow checks below (the BiMamba model on both backends), in a child process: about 30 s."""
     _check_child("slow")
 
 

@@ -16,11 +16,18 @@
 * Every file is written atomically (temp file + rename): a symlink in its place is replaced, never
   written through.
 * One run at a time writes an output directory (:func:`lock_out_dir`): a second one stops in one line.
+* With ``--layout per-scan`` each input's files go in a folder of its own, ``out/<stem>/``: the same rule,
+  one level down (the folder is a plain folder directly in ``out``, never a link).
+* What a run keeps for itself (the done-records of ``--skip-existing``, the review page's spool) lies in
+  one hidden folder, ``out/.pointmamba-predict/`` (:data:`STATE_DIR`), checked like the outputs.
+* The review page's chunk pages (``index-01.html`` ... beside ``index.html``) are known only at the end:
+  :func:`check_report_pages` checks every existing file of that pattern, and no planned output may have it.
 """
 from __future__ import annotations
 
 import hashlib
 import os
+import re
 import tempfile
 from pathlib import Path
 from typing import Iterable, Sequence
@@ -33,6 +40,10 @@ NAME_MAX = 255
 """Longest file name, in bytes, that common file systems (ext4, XFS, APFS, NTFS in UTF-16 units) take."""
 LOCK_FILE = ".pointmamba-predict.lock"
 """The lock a run holds in its output directory (hidden: a folder walk never reads it as a scan)."""
+STATE_DIR = ".pointmamba-predict"
+"""The hidden folder in the output directory for what a run keeps for itself (done-records, page spool)."""
+RUN_FILE = "run.json"
+"""A batch run's record in the output directory: checkpoint, its sha256, inference options, versions."""
 
 
 class OutputError(ValueError):
@@ -159,8 +170,9 @@ def labelled_scan(out: Path, stem: str) -> Path | None:
 
 
 def plan_outputs(inputs: Sequence[str | Path], out: str | Path, suffixes: Sequence[str], overwrite: bool = False,
-                 protected: Iterable[str | Path] = ()) -> list[dict[str, Path]]:
-    """Output paths per input (``{suffix: out/<stem><suffix>}``), checked before anything is written.
+                 protected: Iterable[str | Path] = (), per_scan: bool = False) -> list[dict[str, Path]]:
+    """Output paths per input (``{suffix: out/<stem><suffix>}``; ``per_scan``: ``out/<stem>/<stem><suffix>``),
+    checked before anything is written.
 
     Raises :class:`OutputError` (one line, the first problem and how many more) for an input listed
     twice, an output that is an input or another ``protected`` file (always), or an output that exists
@@ -176,17 +188,66 @@ def plan_outputs(inputs: Sequence[str | Path], out: str | Path, suffixes: Sequen
     guarded = {r: f"input {p}" for r, p in zip(resolved, inputs)}
     guarded.update({Path(p).resolve(): f"{p} (a label or reference file of the inputs)" for p in protected})
     stems = fit_stems(output_stems(inputs), suffixes)
-    for stem in stems:  # a scan with its ground truth in --out: never replaced, not even with --overwrite
-        scan = labelled_scan(out, stem)
+    folders = [out / stem if per_scan else out for stem in stems]
+    if per_scan:
+        check_scan_folders(folders, out)
+    for folder, stem in zip(folders, stems):  # a scan with its ground truth there: never replaced, not even with --overwrite
+        scan = labelled_scan(folder, stem)
         if scan is not None:
             never = "(never replaced, not even with --overwrite)"
-            guarded.setdefault((out / f"{stem}.json").resolve(), f"the ground truth of the labelled scan {scan} {never}")
+            guarded.setdefault((folder / f"{stem}.json").resolve(), f"the ground truth of the labelled scan {scan} {never}")
             guarded.setdefault(scan.resolve(), f"the labelled scan {scan} {never}")
-    plan = [{sfx: out / f"{stem}{sfx}" for sfx in suffixes} for stem in stems]
-    planned = [path for files in plan for path in files.values()]
-    check_inside(planned, out)
-    _raise_problems(planned, guarded, overwrite)
+    plan = [{sfx: folder / f"{stem}{sfx}" for sfx in suffixes} for folder, stem in zip(folders, stems)]
+    for folder, files in zip(folders, plan):
+        check_inside(files.values(), folder)
+    _raise_problems([path for files in plan for path in files.values()], guarded, overwrite)
     return plan
+
+
+def check_scan_folders(folders: Sequence[Path], out: str | Path) -> None:
+    """Raise :class:`OutputError` unless each of ``folders`` (``--layout per-scan``) is, or can be made, a
+    plain folder directly in ``out``: a plain name, not the run's own :data:`STATE_DIR`, not a link, not a file."""
+    root = os.path.realpath(out)
+    for folder in folders:
+        if folder.name in ("", ".", "..", STATE_DIR) or os.path.realpath(folder.parent) != root:
+            raise OutputError(f"{folder} would be written outside --out {out}, or over the run's own files: refused")
+        if folder.is_symlink():
+            raise OutputError(f"{folder} is a symbolic link, where this run makes the scan's folder: "
+                              "remove it or choose another --out")
+        if os.path.lexists(folder) and not folder.is_dir():
+            raise OutputError(f"{folder} is a file, where this run makes the scan's folder: "
+                              "move it or choose another --out")
+
+
+def check_state_dir(out: str | Path) -> Path:
+    """The run's hidden folder ``out/.pointmamba-predict`` (:data:`STATE_DIR`), checked: a plain folder or
+    absent (made when first needed), never a link or a file. Raises :class:`OutputError`."""
+    state = Path(out) / STATE_DIR
+    if state.is_symlink() or (os.path.lexists(state) and not state.is_dir()):
+        raise OutputError(f"{state} is not the folder this run keeps its records in (a link or a file): "
+                          "remove it or choose another --out")
+    return state
+
+
+def report_page_pattern(report: Path) -> re.Pattern[str]:
+    """The names of the chunk pages a review page ``report`` may write beside it (``index-01.html`` ...)."""
+    return re.compile(re.escape(report.stem) + r"-\d{2,}" + re.escape(report.suffix))
+
+
+def check_report_pages(report: Path, planned: Iterable[Path], guarded: Iterable[Path], overwrite: bool) -> None:
+    """Raise :class:`OutputError` where the review page's chunk pages could replace a file: a planned output
+    or ``guarded`` file (an input, a label file) beside ``report`` of their pattern (always), or an existing
+    file of it (unless ``overwrite``). Their number is known only at the end; the pattern covers them all."""
+    pattern = report_page_pattern(report)
+    folder = os.path.realpath(report.parent)
+    for path in [*planned, *guarded]:
+        path = Path(path)
+        if os.path.realpath(path.parent) == folder and pattern.fullmatch(path.name):
+            raise OutputError(f"{path} has the name of a page of the review page {report} (its chunks): "
+                              "choose another --report name")
+    if report.parent.is_dir():
+        pages = sorted(p for p in report.parent.iterdir() if pattern.fullmatch(p.name))
+        _raise_problems(pages, {}, overwrite, what="a page of the review page")
 
 
 def check_run_files(files: Sequence[str | Path], inputs: Sequence[str | Path], planned: Sequence[dict[str, Path]],
@@ -199,14 +260,15 @@ def check_run_files(files: Sequence[str | Path], inputs: Sequence[str | Path], p
     guarded.update({path.resolve(): f"{path} (an output of this run)" for files in planned for path in files.values()})
     if out is not None:
         guarded[(Path(out) / LOCK_FILE).resolve()] = f"{Path(out) / LOCK_FILE} (the lock of this run)"
+        guarded[(Path(out) / STATE_DIR).resolve()] = f"{Path(out) / STATE_DIR} (the records of this run)"
     for file in map(Path, files):
         _raise_problems([file], guarded, overwrite)
         guarded.setdefault(file.resolve(), f"{file} (another file of this run)")
 
 
-def _raise_problems(paths: list[Path], guarded: dict[Path, str], overwrite: bool) -> None:
+def _raise_problems(paths: list[Path], guarded: dict[Path, str], overwrite: bool, what: str = "") -> None:
     """:class:`OutputError` (one line: the first problem and how many more) for outputs that would replace
-    a guarded file, or an existing file without ``overwrite``."""
+    a guarded file, or an existing file without ``overwrite`` (``what`` the output is, for the message)."""
     problems: list[str] = []
     for path in paths:
         target = path.resolve()  # follows a symlink planted in its place
@@ -216,8 +278,8 @@ def _raise_problems(paths: list[Path], guarded: dict[Path, str], overwrite: bool
             problems.append(f"{path} is a folder, where this run writes a file: move it or choose another --out")
         elif os.path.lexists(path) and not overwrite:
             kind = "is a symbolic link" if path.is_symlink() else "exists"
-            problems.append(f"{path} {kind} (not written by this run): pass --overwrite to replace it "
-                            "or choose another --out")
+            problems.append(f"{path} {kind} (not written by this run{f', {what}' if what else ''}): pass --overwrite "
+                            "to replace it, --skip-existing to resume the run that wrote it, or choose another --out")
     if problems:
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
         raise OutputError(problems[0] + more)

@@ -18,7 +18,7 @@ Design:
   before. Nothing of size B * dim * N * L is ever stored.
 - dA, dD and d(delta_bias) are summed per (b, channel) in registers and written once (summed over the
   batch in torch: deterministic). dB and dC are sums over the channels of a group: each program sums its
-  block's channels and adds that with atomics into a float32 (B, G, N, L) buffer (as mamba-ssm does), so
+  block's channels and adds that with atomics into a float32 (B, G, L, N) buffer (as mamba-ssm does), so
   their last bits depend on the order the programs finish in.
 - all math in float32 whatever the inputs' dtype (bf16 inputs are read as is and upcast in registers;
   outputs are written in the inputs' dtypes), as mamba-ssm computes. Every exponent is delta * A <= 0 for
@@ -147,7 +147,7 @@ def _scan_bwd_kernel(u_ptr, delta_ptr, A_ptr, B_ptr, C_ptr, D_ptr, z_ptr, bias_p
                      HAS_D: tl.constexpr, HAS_Z: tl.constexpr, HAS_BIAS: tl.constexpr, SOFTPLUS: tl.constexpr,
                      HAS_GLAST: tl.constexpr, BLOCK_D: tl.constexpr, CHUNK: tl.constexpr, BLOCK_N: tl.constexpr):
     """Gradients of one program's channels (the forward's split). du, ddelta, dz share one layout (strides
-    s_o*); dA (B, dim, N), dD and dbias (B, dim) per batch element; dB, dC (B, G, N, L) float32 sums."""
+    s_o*); dA (B, dim, N), dD and dbias (B, dim) per batch element; dB, dC (B, G, L, N) float32 sums."""
     b, g, offs_d, mask_d, offs_n, mask_n, dn_mask, A, Dv = _program(A_ptr, D_ptr, dpg, nstate, nblk, HAS_D, BLOCK_D,
                                                                     BLOCK_N)
     steps = tl.arange(0, CHUNK)
@@ -160,7 +160,7 @@ def _scan_bwd_kernel(u_ptr, delta_ptr, A_ptr, B_ptr, C_ptr, D_ptr, z_ptr, bias_p
     gy_ptr += b * s_gb
     B_ptr += b * s_Bb + g * s_Bg
     C_ptr += b * s_Cb + g * s_Cg
-    bc_out = (b * (dim // dpg) + g) * nstate * length  # dB, dC: contiguous (B, G, N, L)
+    bc_out = (b * (dim // dpg) + g) * length * nstate  # dB, dC: contiguous (B, G, L, N)
     if HAS_GLAST:
         carry = tl.load(glast_ptr + (b * dim + offs_d[:, None]) * nstate + offs_n[None, :], mask=dn_mask,
                         other=0.0).to(tl.float32)
@@ -222,7 +222,7 @@ def _scan_bwd_kernel(u_ptr, delta_ptr, A_ptr, B_ptr, C_ptr, D_ptr, z_ptr, bias_p
                  mask=mask)
         dB = tl.sum(lam * (dt * u)[:, :, None], 0)  # (CHUNK, BLOCK_N), this block's channels summed
         dC = tl.sum(hs * gy[:, :, None], 0)
-        bc = bc_out + offs_n[None, :] * length + t[:, None]
+        bc = bc_out + t[:, None] * nstate + offs_n[None, :]  # neighbouring lanes add to neighbouring states
         tl.atomic_add(dB_ptr + bc, dB, mask=tn_mask, sem="relaxed")  # a sum: no ordering needed
         tl.atomic_add(dC_ptr + bc, dC, mask=tn_mask, sem="relaxed")
     tl.store(dA_ptr + (b * dim + offs_d[:, None]) * nstate + offs_n[None, :], dA, mask=dn_mask)
@@ -285,8 +285,10 @@ class SelectiveScanTriton(torch.autograd.Function):
         dA = u.new_zeros((batch, dim, nstate), dtype=f32)
         dD = u.new_zeros((batch, dim), dtype=f32) if D is not None else None
         dbias = u.new_zeros((batch, dim), dtype=f32) if delta_bias is not None else None
-        dB = u.new_zeros((batch, groups, nstate, length), dtype=f32)
-        dC = u.new_zeros((batch, groups, nstate, length), dtype=f32)
+        # (B, G, L, N): the atomics of one time step's states are contiguous (coalesced; mamba-ssm reorders
+        # its own for the same reason), and time-major is the layout of the model's x_proj output
+        dB = u.new_zeros((batch, groups, length, nstate), dtype=f32)
+        dC = u.new_zeros((batch, groups, length, nstate), dtype=f32)
         dpg, nblk = _launch_shape(dim, groups, ctx.block_d)
         if batch * dim:
             zz = z if z is not None else u
@@ -303,7 +305,7 @@ class SelectiveScanTriton(torch.autograd.Function):
             du.zero_(), ddelta.zero_()
             if dz is not None:
                 dz.zero_()
-        return (du, ddelta, dA.sum(0).to(A.dtype), dB.to(B.dtype), dC.to(C.dtype),
+        return (du, ddelta, dA.sum(0).to(A.dtype), dB.transpose(2, 3).to(B.dtype), dC.transpose(2, 3).to(C.dtype),
                 dD.sum(0).to(D.dtype) if dD is not None else None, dz,
                 dbias.sum(0).to(delta_bias.dtype) if dbias is not None else None, None, None, None, None)
 

@@ -150,7 +150,7 @@ start() {
     done
 
     # cpu-torch (the CPU's torch backends against numba) needs no GPU: the test suite measures it
-    check_in_background torch --where cpu-auto cuda-torch cuda-ext --scans "$STATE/scans"
+    check_in_background torch --where cpu-auto cuda-torch cuda-triton cuda-ext --scans "$STATE/scans"
     wait_for "$STATE/check_torch.pid" || true
     collect
 }

@@ -10,6 +10,11 @@ Labels are per vertex; a cut needs every face in exactly one piece. The rule:
    edges). A piece that touches no open border of the scan and has fewer faces than the tooth is enclosed
    by the tooth: a hole in it (a mislabelled island), and goes to the tooth. The scan's remaining surface
    always reaches the cut border of the scan (or, on a closed mesh, is larger than any tooth).
+3. **No gingiva crumbs.** The gingiva's faces form connected pieces too; rule 1 leaves single faces where
+   two teeth and the gingiva meet (13-19 such pieces per exported gingiva, mostly one face each). A piece
+   that is not the largest, has fewer than ``ISLAND_SHARE`` (1 %) of the gingiva's faces and shares an edge
+   with a tooth goes to the tooth it shares most edges with (ties: the lower number). A piece that touches
+   no tooth (a separate part of the scan file) stays gingiva.
 
 Each piece keeps the original vertices (coordinates and units as in the scan file) and the faces'
 winding; :func:`split_by_label` numbers a piece's vertices in their original order.
@@ -20,6 +25,9 @@ from os import PathLike
 from pathlib import Path
 
 import numpy as np
+
+ISLAND_SHARE = 0.01
+"""A gingiva piece below this share of the gingiva's faces, beside a tooth, goes to that tooth (rule 3)."""
 
 
 def _face_adjacency(faces: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -40,7 +48,7 @@ def _face_adjacency(faces: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def face_labels(faces: np.ndarray, labels: np.ndarray) -> np.ndarray:
-    """The label owning each face (F,) by the rule in the module doc (majority, then holes filled)."""
+    """The label owning each face (F,) by the rules in the module doc (majority, holes filled, no gingiva crumbs)."""
     from scipy.sparse import coo_matrix
     from scipy.sparse.csgraph import connected_components
 
@@ -67,7 +75,46 @@ def face_labels(faces: np.ndarray, labels: np.ndarray) -> np.ndarray:
         holes = np.flatnonzero(~touches & (size < mine.sum()) & (size > 0))
         if len(holes):
             owner[np.isin(comp, holes)] = tooth
-    return owner
+    return _absorb_gingiva_islands(owner, pairs)
+
+
+def _components(mask: np.ndarray, pairs: np.ndarray) -> np.ndarray:
+    """Connected piece of each face in ``mask`` across shared edges (-1 for the faces outside it)."""
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    n = len(mask)
+    e = pairs[mask[pairs[:, 0]] & mask[pairs[:, 1]]]
+    _, comp = connected_components(coo_matrix((np.ones(len(e)), (e[:, 0], e[:, 1])), shape=(n, n)), directed=False)
+    return np.where(mask, comp, -1)
+
+
+def _absorb_gingiva_islands(owner: np.ndarray, pairs: np.ndarray, share: float = ISLAND_SHARE) -> np.ndarray:
+    """Rule 3 of the module doc: small gingiva pieces beside a tooth given to the tooth."""
+    gum = owner == 0
+    if not gum.any():
+        return owner
+    comp = _components(gum, pairs)
+    sizes = np.bincount(comp[gum])
+    small = (sizes > 0) & (sizes < share * gum.sum())
+    small[sizes.argmax()] = False  # the gingiva itself, whatever its share
+    # every (island, tooth) edge, both directions
+    a, b = np.concatenate([pairs[:, 0], pairs[:, 1]]), np.concatenate([pairs[:, 1], pairs[:, 0]])
+    edge = gum[a] & ~gum[b]
+    edge[edge] = small[comp[a[edge]]]
+    if not edge.any():
+        return owner
+    island, tooth = comp[a[edge]], owner[b[edge]]
+    keys, counts = np.unique(np.stack([island, tooth], 1), axis=0, return_counts=True)
+    order = np.lexsort((keys[:, 1], -counts, keys[:, 0]))  # per island: most edges first, then the lower number
+    keys = keys[order]
+    first = np.r_[True, keys[1:, 0] != keys[:-1, 0]]
+    to = np.full(len(sizes), -1, dtype=owner.dtype)
+    to[keys[first, 0]] = keys[first, 1]
+    moved = gum & (to[np.maximum(comp, 0)] >= 0)
+    out = owner.copy()
+    out[moved] = to[comp[moved]]
+    return out
 
 
 def split_by_label(vertices: np.ndarray, faces: np.ndarray, labels: np.ndarray) -> dict[int, tuple[np.ndarray, np.ndarray]]:

@@ -184,3 +184,19 @@ def test_the_review_pages_chunk_pages_are_checked_up_front(ckpt: Path, tmp_path:
     code, _, err = predict(ckpt, scan, "--jaw", "upper", "--out", tmp_path / "o2", "--report", tmp_path / "o2" / "page.png",
                            *FAST)
     assert one_error_line(code, err) and "page-01.png has the name of a page of the review page" in err, err
+
+
+def test_the_chunk_page_rule_covers_every_page_the_review_page_writes(tmp_path: Path) -> None:
+    """check_report_pages knows the chunk pages by a pattern: every page a large page writes beside the
+    index must match it (a renamed chunk would escape the check)."""
+    from pointmamba.cli.output_files import report_page_pattern
+    from pointmamba.report import ReviewPage
+    from pointmamba.report.review_page import PAGE_SCANS
+
+    page = ReviewPage(spool=tmp_path)
+    for k in range(2 * PAGE_SCANS + 1):
+        page.add_failed(f"scan{k:03d}", "unreadable")
+    index = tmp_path / "index.html"
+    page.write(index)
+    chunks = [p for p in page.written if p != index]
+    assert len(chunks) == 3 and all(report_page_pattern(index).fullmatch(p.name) for p in chunks)

@@ -8,6 +8,9 @@ orthographically and flat-shaded with a Lambert term from a light above the view
 always was (matplotlib polygons, sorted back to front), with the nearest triangle winning each pixel
 instead of the last one drawn. Views: occlusal (looking onto the crowns) and frontal.
 
+:func:`render_thumbnail` draws the occlusal view alone at a review page card's size, with the FDI numbers in
+a font that stays readable there (the four-panel picture shrunk to a card made them about 4 px tall).
+
 Why not matplotlib polygons: 14 s for the 400k faces of a 200k-vertex scan; this path: about 0.3 s.
 PyVista/VTK off-screen was measured too: a 560 MB dependency, 0.5 s to import and 1.6-2.9 s per
 screenshot of that mesh here (software OpenGL).
@@ -190,3 +193,43 @@ def render_segmentation(path: str | Path, aligned: np.ndarray, faces: np.ndarray
     with atomic_writer(path) as fh:
         canvas.save(fh, format="PNG")
     return path
+
+
+THUMBNAIL_SIZE = (400, 280)
+"""Pixels of a thumbnail (the review page shows it at about this size)."""
+_THUMB_NUMBER_PX = 17  # the FDI numbers on a thumbnail: readable at the card's size
+
+
+def render_thumbnail(aligned: np.ndarray, faces: np.ndarray, fdi: np.ndarray, colors: np.ndarray,
+                     classes: np.ndarray, size: tuple[int, int] = THUMBNAIL_SIZE) -> bytes:
+    """PNG bytes of the occlusal view of a segmented scan, ``size`` (width, height) pixels, teeth coloured by
+    ``classes`` (indices into ``colors``) and each tooth's FDI number from ``fdi`` on it."""
+    import io
+
+    from PIL import Image, ImageDraw
+
+    from ..data.mesh import rotate
+
+    faces = np.asarray(faces, dtype=np.int64)
+    v = rotate(np.asarray(aligned, dtype=np.float64), VIEWS["occlusal"])
+    x0, x1, y0, y1 = _frame(v)
+    scale = min(size[0] / (x1 - x0), size[1] / (y1 - y0))
+    width, height = max(1, round(scale * (x1 - x0))), max(1, round(scale * (y1 - y0)))
+    hit = rasterize((v[:, :2] - [x0, y0]) * [width / (x1 - x0), height / (y1 - y0)], v[:, 2], faces, width, height)
+    face_rgb = (colors[classes].astype(np.float64) / 255.0)[faces].mean(1)
+    image = np.ones(hit.shape + (3,))
+    seen = hit >= 0
+    image[seen] = np.clip(face_rgb[hit[seen]] * _face_shading(v, faces)[hit[seen], None], 0, 1)
+    canvas = Image.new("RGB", size, "white")
+    left, top = (size[0] - width) // 2, (size[1] - height) // 2
+    canvas.paste(Image.fromarray((image[::-1] * 255 + 0.5).astype(np.uint8)), (left, top))
+    draw = ImageDraw.Draw(canvas)
+    font = _font(_THUMB_NUMBER_PX)
+    for number, x, y in _number_spots(v, np.asarray(fdi)):
+        cx, cy = left + (x - x0) * width / (x1 - x0), top + height - (y - y0) * height / (y1 - y0)
+        l, t, r, b = draw.textbbox((cx, cy), str(number), font=font, anchor="mm")
+        draw.rounded_rectangle((l - 3, t - 2, r + 3, b + 2), radius=4, fill=(255, 255, 255), outline=(90, 90, 90))
+        draw.text((cx, cy), str(number), fill="black", font=font, anchor="mm")
+    buf = io.BytesIO()
+    canvas.save(buf, format="PNG")
+    return buf.getvalue()

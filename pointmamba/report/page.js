@@ -1,7 +1,11 @@
-// The review page: a grid of scans, and a 3D view of one (plotly.js mesh3d) on click.
+// The review page: a grid of scans to work through, and a 3D view of one (plotly.js mesh3d) on click.
 // Mesh arrays arrive as base64 little-endian typed arrays and are decoded only when a scan is opened;
-// positions as uint16 per axis over the bounding box (origin + q * step). Above the size bound the page
-// is an index (scans carry the "page" that shows them) or one chunk of scans (report.index links back).
+// positions as uint16 per axis over the bounding box (origin + q * step), the uncertainty as uint8
+// (round(255 * margin between the two most probable classes)). The mesh is the scan's own: vertex k is the
+// file's vertex k (nothing decimated or merged), so corrected labels are per original vertex in file order.
+// Above the size bound the page is an index (scans carry the "page" that shows them) or one chunk of scans
+// (report.index links back). Marks (accept, flag) and corrected labels persist in localStorage under the
+// run's id, which every page of one run shares.
 "use strict";
 (function () {
   const report = JSON.parse(document.getElementById("report-data").textContent);
@@ -9,8 +13,12 @@
   const grid = document.getElementById("grid");
   const viewer = document.getElementById("viewer");
   const plot = document.getElementById("plot");
-  const WRONG = "#d62728", RIGHT = "#d9d9d9";
-  let current = null;
+  const $ = (id) => document.getElementById(id);
+  const WRONG = "#d62728", RIGHT = "#d9d9d9", SELECTED = "#ffd400";
+  const STORE = "pointmamba-review:" + (report.run || "");
+  let current = null;  // the index of the scan in the 3D view
+  let mode = "prediction";
+  let order = [];  // the grid's order (sort and filter): next and previous follow it
 
   function decode(b64, Type) {
     const bin = atob(b64);
@@ -18,12 +26,69 @@
     for (let i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
     return new Type(bytes.buffer);
   }
+  function encode(bytes) {  // Uint8Array -> base64, in chunks (String.fromCharCode takes a bounded argument list)
+    let bin = "";
+    for (let i = 0; i < bytes.length; i += 8192) bin += String.fromCharCode.apply(null, bytes.subarray(i, i + 8192));
+    return btoa(bin);
+  }
   function fmt(x, digits) { return x === null || x === undefined ? "–" : Number(x).toFixed(digits); }
   function el(tag, attrs, text) {
     const e = document.createElement(tag);
     for (const k in attrs || {}) e.setAttribute(k, attrs[k]);
     if (text !== undefined) e.textContent = text;
     return e;
+  }
+  function download(filename, text, type) {
+    const url = URL.createObjectURL(new Blob([text], {type: type}));
+    const a = el("a", {href: url, download: filename});
+    document.body.appendChild(a);
+    a.click();
+    a.remove();
+    setTimeout(() => URL.revokeObjectURL(url), 60000);
+  }
+
+  // ------------------------------------------------------------------ marks (localStorage)
+  function stored(key, fallback) {
+    try { return JSON.parse(localStorage.getItem(STORE + key)) || fallback; } catch (e) { return fallback; }
+  }
+  function store(key, value) {  // false where the browser keeps nothing (storage off or full)
+    try { localStorage.setItem(STORE + key, typeof value === "string" ? value : JSON.stringify(value)); return true; } catch (e) { return false; }
+  }
+  function marks() { return stored("/marks", {}); }  // read each time: another page of this run may have marked scans
+  function markOf(scan) { return marks()[scan.source] || {}; }
+  function setMark(scan, kind) {  // "accepted" or "flagged"; the same again clears it
+    const all = marks();
+    const m = all[scan.source] || {};
+    m.mark = m.mark === kind ? "" : kind;
+    m.time = new Date().toISOString();
+    all[scan.source] = m;
+    store("/marks", all);
+    showMarks();
+  }
+  function noteCorrected(scan, count) {
+    const all = marks();
+    all[scan.source] = Object.assign(all[scan.source] || {}, {corrected: count, time: new Date().toISOString()});
+    store("/marks", all);
+  }
+
+  // Spreadsheet formulas neutralized as pointmamba/atomic_file.py's csv_cell does (OWASP): text starting with
+  // = + - @, a tab or a carriage return gets a leading '; a cell with a comma, quote or newline is quoted.
+  const FORMULA = /^[=+\-@\t\r]/;
+  function csvCell(value) {
+    if (value === null || value === undefined) return "";
+    let s = String(value);
+    if (typeof value !== "number" && FORMULA.test(s)) s = "'" + s;
+    return /[",\r\n]/.test(s) ? '"' + s.replace(/"/g, '""') + '"' : s;
+  }
+  function marksCsv() {
+    const all = marks();
+    const rows = [["scan", "source", "jaw", "review", "mark", "corrected_vertices", "marked_at"]];
+    for (const s of scans) {
+      const m = all[s.source] || {};
+      rows.push([s.name, s.source, s.jaw, s.failed ? "failed" : (s.review ? "yes" : "no"), m.mark || "",
+                 m.corrected || 0, m.time || ""]);
+    }
+    return rows.map((r) => r.map(csvCell).join(",")).join("\r\n") + "\r\n";
   }
 
   // ------------------------------------------------------------------ grid
@@ -46,6 +111,28 @@
     return c;
   }
 
+  function toothClass(scan, c) {
+    if (!c.found) return "missing";
+    if (c.confidence < (scan.review_below ?? 0.65)) return "low";
+    return c.confidence < 0.9 ? "unsure" : "sure";
+  }
+  function chartStrip(scan) {  // the full arch as a dental chart reads, patient's right first
+    const strip = el("div", {class: "chart", "aria-label": "dental chart"});
+    scan.chart.forEach((c, k) => {
+      const title = c.found ? `tooth ${c.fdi}: confidence ${fmt(c.confidence, 2)}, runner-up ${c.runner_up} ${fmt(c.runner_up_confidence, 2)}` +
+        (c.twice ? " (number used twice)" : "") : `tooth ${c.fdi}: not found`;
+      strip.appendChild(el("span", {class: toothClass(scan, c) + (k === scan.chart.length / 2 - 1 ? " mid" : ""),
+                                    title: title, "data-fdi": c.fdi}, String(c.fdi)));
+    });
+    return strip;
+  }
+  function markBadges(scan, title) {
+    const m = markOf(scan);
+    if (m.mark === "accepted") title.appendChild(el("span", {class: "badge accepted mark"}, "accepted"));
+    if (m.mark === "flagged") title.appendChild(el("span", {class: "badge marked-flag mark"}, "flagged"));
+    if (m.corrected) title.appendChild(el("span", {class: "badge accepted mark"}, "corrected"));
+  }
+
   function card(scan, index) {
     if (scan.failed) return failedCard(scan);
     const c = el("div", {class: "card" + (scan.review ? " flagged" : ""), tabindex: "0", "data-index": index,
@@ -54,10 +141,18 @@
     const body = el("div", {class: "body"});
     const title = el("div", {class: "name"});
     title.appendChild(el("span", {}, scan.name));
-    title.appendChild(el("span", {class: "badge " + (scan.review ? "review" : "ok")}, scan.review ? "review" : "ok"));
+    const badges = el("span", {class: "badges"});
+    badges.appendChild(el("span", {class: "badge " + (scan.review ? "review" : "ok")}, scan.review ? "review" : "ok"));
+    markBadges(scan, badges);
+    title.appendChild(badges);
     body.appendChild(title);
     body.appendChild(el("div", {class: "muted"},
-      `${scan.teeth.length} teeth: ${scan.teeth.join(" ")} · lowest confidence ${fmt(scan.min_confidence, 2)}`));
+      `${scan.teeth.length} teeth · lowest confidence ${fmt(scan.min_confidence, 2)}`));
+    if (scan.chart && scan.chart.length) {
+      body.appendChild(chartStrip(scan));
+      const missing = scan.chart.filter((c) => !c.found).map((c) => c.fdi);
+      body.appendChild(el("div", {class: "missing-line"}, missing.length ? "not found: " + missing.join(" ") : "all 16 teeth found"));
+    }
     if (scan.metrics) {
       const m = scan.metrics;
       const wrong = Object.entries(m.wrong_teeth || {}).map(([p, r]) => `${p}→${r}`).join(" ");
@@ -67,30 +162,49 @@
     }
     if (scan.reasons.length) {
       const ul = el("ul", {class: "reasons"});
-      for (const r of scan.reasons) ul.appendChild(el("li", {}, r));
+      const shown = scan.reasons.length > 4 ? 3 : 4;  // a long list would bury the next card
+      for (const r of scan.reasons.slice(0, shown)) ul.appendChild(el("li", {}, r));
+      if (scan.reasons.length > shown) {
+        ul.appendChild(el("li", {class: "more", title: scan.reasons.slice(shown).join("\n")},
+                          `and ${scan.reasons.length - shown} more (in the 3D view)`));
+      }
       body.appendChild(ul);
     }
     if (scan.page) body.appendChild(el("div", {class: "muted"}, "on " + scan.page));
     c.appendChild(body);
     c.addEventListener("click", () => openScan(index));
-    c.addEventListener("keydown", (ev) => { if (ev.key === "Enter") openScan(index); });
     return c;
   }
 
   function drawGrid() {
-    const key = document.getElementById("sort").value;
-    const only = document.getElementById("only-flagged").checked;
-    const order = scans.map((s, i) => i).filter((i) => !only || scans[i].review)
+    const key = $("sort").value;
+    const only = $("only-flagged").checked;
+    order = scans.map((s, i) => i).filter((i) => !only || scans[i].review)
       .sort((a, b) => sorters[key](scans[a], scans[b]) || scans[a].name.localeCompare(scans[b].name));
     grid.replaceChildren(...order.map((i) => card(scans[i], i)));
     const flagged = scans.filter((s) => s.review && !s.failed).length;
     const failed = scans.filter((s) => s.failed).length;
-    const summary = document.getElementById("summary");
+    const summary = $("summary");
     summary.textContent =
       `${scans.length} scan${scans.length === 1 ? "" : "s"}, ${flagged} flagged for review` +
       (failed ? `, ${failed} failed` : "") + ` · ${report.model}` +
       (report.part ? ` · ${report.part} · ` : "");
     if (report.index) summary.appendChild(el("a", {href: encodeURIComponent(report.index), id: "index-link"}, "all scans"));
+    showMarks();
+  }
+
+  function showMarks() {  // the mark badges of every card and the viewer's buttons, from the stored marks
+    for (const c of grid.querySelectorAll(".card[data-index]")) {
+      const badges = c.querySelector(".badges");
+      for (const b of badges.querySelectorAll(".mark")) b.remove();
+      markBadges(scans[+c.dataset.index], badges);
+      c.classList.toggle("current", +c.dataset.index === current);
+    }
+    if (current !== null) {
+      const m = markOf(scans[current]);
+      $("accept").classList.toggle("on", m.mark === "accepted");
+      $("flag").classList.toggle("on", m.mark === "flagged");
+    }
   }
 
   // ------------------------------------------------------------------ 3D view
@@ -107,36 +221,265 @@
     const f = faces.length / 3;
     const i = new Uint32Array(f), j = new Uint32Array(f), k = new Uint32Array(f);
     for (let t = 0; t < f; t++) { i[t] = faces[3 * t]; j[t] = faces[3 * t + 1]; k[t] = faces[3 * t + 2]; }
-    const labels = decode(m.labels, Uint8Array);
+    const predicted = decode(m.labels, Uint8Array);
     const reference = m.reference ? decode(m.reference, Uint8Array) : null;
-    const conf = {};
-    for (const t of scan.confidence) conf[t.fdi] = t;
-    const text = new Array(n);
-    for (let v = 0; v < n; v++) {
-      const l = labels[v], t = conf[l];
-      let s = l === 0 ? "gingiva" : `tooth ${l}` + (t ? ` · confidence ${fmt(t.confidence, 2)} (${t.runner_up}: ${fmt(t.runner_up_confidence, 2)})` : "");
-      if (t && t.alternative) s += ` · other dentition: ${t.alternative}`;
-      if (reference) s += `<br>reference: ${reference[v] === 0 ? "gingiva" : reference[v]}` + (reference[v] !== l ? " (wrong)" : "");
-      text[v] = s;
-    }
-    scan._arrays = {x, y, z, i, j, k, labels, reference, text, n};
+    const margin = m.margin ? decode(m.margin, Uint8Array) : null;
+    scan._arrays = {x, y, z, i, j, k, predicted, reference, margin, n, adjacency: null};
     return scan._arrays;
   }
 
-  function colours(scan, a, mode) {
-    const out = new Array(a.n);
-    if (mode === "errors") {
-      for (let v = 0; v < a.n; v++) out[v] = a.labels[v] === a.reference[v] ? RIGHT : WRONG;
+  function adjacency(a) {  // vertex neighbours over the mesh's edges (CSR), built on the first click
+    if (a.adjacency) return a.adjacency;
+    const start = new Uint32Array(a.n + 1);
+    const f = a.i.length, corners = [a.i, a.j, a.k];
+    for (let t = 0; t < f; t++) for (const c of corners) start[c[t] + 1] += 2;
+    for (let v = 0; v < a.n; v++) start[v + 1] += start[v];
+    const fill = start.slice(0, a.n), next = new Uint32Array(start[a.n]);
+    for (let t = 0; t < f; t++) {
+      const p = [a.i[t], a.j[t], a.k[t]];
+      for (let c = 0; c < 3; c++) { next[fill[p[c]]++] = p[(c + 1) % 3]; next[fill[p[c]]++] = p[(c + 2) % 3]; }
+    }
+    a.adjacency = {start, next};
+    return a.adjacency;
+  }
+
+  // ------------------------------------------------------------------ corrections
+  // Per scan: the labels as corrected so far (file order), the undo history, the selection (vertex ids) and
+  // the cut plane. Corrected labels are kept in localStorage too, so a closed page loses nothing.
+  function editOf(scan) {
+    if (scan._edit) return scan._edit;
+    const a = meshArrays(scan);
+    const labels = Uint8Array.from(a.predicted);
+    const saved = stored("/labels/" + scan.source, null);
+    if (saved) {
+      const back = decode(saved, Uint8Array);
+      if (back.length === a.n) labels.set(back);
+    }
+    scan._edit = {labels, history: [], selection: null, base: null, cut: null, cutting: false, flip: false, saved: true};
+    return scan._edit;
+  }
+  function corrected(scan) {
+    const e = editOf(scan), p = meshArrays(scan).predicted;
+    let count = 0;
+    for (let v = 0; v < p.length; v++) count += e.labels[v] !== p[v];
+    return count;
+  }
+  function keep(scan) {
+    const e = editOf(scan), count = corrected(scan);
+    if (count) {
+      e.saved = store("/labels/" + scan.source, encode(e.labels));
     } else {
-      const src = mode === "reference" ? a.reference : a.labels;
-      for (let v = 0; v < a.n; v++) out[v] = scan.palette[src[v]] || "#888888";
+      try { localStorage.removeItem(STORE + "/labels/" + scan.source); } catch (err) { /* storage off */ }
+      e.saved = true;
+    }
+    noteCorrected(scan, count);
+  }
+
+  function regionAt(scan, v) {  // the vertices connected to v over edges whose ends have v's label
+    const a = meshArrays(scan), adj = adjacency(a), lab = editOf(scan).labels, l = lab[v];
+    const seen = new Uint8Array(a.n), stack = [v], out = [];
+    seen[v] = 1;
+    while (stack.length) {
+      const u = stack.pop();
+      out.push(u);
+      for (let e = adj.start[u]; e < adj.start[u + 1]; e++) {
+        const w = adj.next[e];
+        if (!seen[w] && lab[w] === l) { seen[w] = 1; stack.push(w); }
+      }
+    }
+    return Uint32Array.from(out);
+  }
+  function brushAt(scan, v, radius) {  // every vertex within radius mm of v (the aligned frame is in mm)
+    const a = meshArrays(scan), out = [], r2 = radius * radius;
+    for (let u = 0; u < a.n; u++) {
+      const dx = a.x[u] - a.x[v], dy = a.y[u] - a.y[v], dz = a.z[u] - a.z[v];
+      if (dx * dx + dy * dy + dz * dz <= r2) out.push(u);
     }
     return out;
   }
+  function toothVertices(scan, fdi) {
+    const lab = editOf(scan).labels, out = [];
+    for (let v = 0; v < lab.length; v++) if (lab[v] === fdi) out.push(v);
+    return Uint32Array.from(out);
+  }
 
-  function toothLabels(scan, a, mode) {
-    const src = mode === "reference" ? a.reference : a.labels;
-    const sums = {};
+  function select(scan, vertices, how) {
+    const e = editOf(scan);
+    e.selection = vertices && vertices.length ? Uint32Array.from(vertices) : null;
+    e.base = e.selection;
+    e.cut = null;
+    e.flip = false;
+    e.how = how;
+    showEdit(scan);
+    return draw();
+  }
+  function selectFdi(fdi) {  // the chart's rows: every vertex now carrying that number
+    const scan = scans[current];
+    const verts = toothVertices(scan, fdi);
+    $("number").value = String(fdi);
+    if (!verts.length) {
+      select(scan, null, "");
+      $("selection").textContent = `tooth ${fdi} has no vertices: paint it with the brush (click picks: a brush)`;
+      return Promise.resolve();
+    }
+    return select(scan, verts, `tooth ${fdi}`);
+  }
+  function clickVertex(v) {  // a click on the prediction's mesh
+    const scan = scans[current], e = editOf(scan);
+    if (e.cutting && e.base) return cutAt(scan, v);
+    const label = e.labels[v];
+    $("number").value = String(label);
+    if ($("pick").value === "brush") {
+      const radius = Math.max(0.1, Number($("brush").value) || 3);
+      const before = e.how === "brush" && e.selection ? Array.from(e.selection) : [];
+      return select(scan, Array.from(new Set(before.concat(brushAt(scan, v, radius)))), "brush");
+    }
+    return select(scan, regionAt(scan, v), label ? `region of tooth ${label}` : "region of gingiva");
+  }
+
+  function cutAt(scan, v) {
+    // The plane through the clicked vertex, upright (crowns are +z in this frame) and across the selection's
+    // long axis in the occlusal plane: along the arch, which is where two teeth under one number meet.
+    const e = editOf(scan), a = meshArrays(scan), base = e.base;
+    let mx = 0, my = 0;
+    for (const u of base) { mx += a.x[u]; my += a.y[u]; }
+    mx /= base.length; my /= base.length;
+    let sxx = 0, sxy = 0, syy = 0;
+    for (const u of base) { const dx = a.x[u] - mx, dy = a.y[u] - my; sxx += dx * dx; sxy += dx * dy; syy += dy * dy; }
+    const angle = 0.5 * Math.atan2(2 * sxy, sxx - syy);
+    e.cut = {px: a.x[v], py: a.y[v], nx: Math.cos(angle), ny: Math.sin(angle)};
+    e.cutting = false;
+    $("cut").classList.remove("on");
+    return applyCut(scan);
+  }
+  function applyCut(scan) {
+    const e = editOf(scan), a = meshArrays(scan), c = e.cut, sign = e.flip ? -1 : 1;
+    e.selection = Uint32Array.from(Array.from(e.base).filter((u) => sign * ((a.x[u] - c.px) * c.nx + (a.y[u] - c.py) * c.ny) >= 0));
+    showEdit(scan);
+    return draw();
+  }
+
+  function applyNumber() {  // the selection gets the chosen number: renumber, merge, split, give to gingiva
+    const scan = scans[current], e = editOf(scan);
+    if (!e.selection) return Promise.resolve();
+    const to = Number($("number").value);
+    const old = new Uint8Array(e.selection.length);
+    e.selection.forEach((v, k) => { old[k] = e.labels[v]; e.labels[v] = to; });
+    e.history.push({vertices: e.selection, old: old});
+    e.selection = e.base = e.cut = null;
+    keep(scan);
+    showEdit(scan);
+    return draw();
+  }
+  function undo() {
+    const scan = scans[current], e = editOf(scan), last = e.history.pop();
+    if (!last) return Promise.resolve();
+    last.vertices.forEach((v, k) => { e.labels[v] = last.old[k]; });
+    keep(scan);
+    showEdit(scan);
+    return draw();
+  }
+  function resetEdits() {
+    const scan = scans[current], e = editOf(scan);
+    e.labels.set(meshArrays(scan).predicted);
+    e.history = [];
+    e.selection = e.base = e.cut = null;
+    keep(scan);
+    showEdit(scan);
+    return draw();
+  }
+
+  function correctedDocument(scan) {
+    // Teeth3DS: one FDI label per vertex of the scan's file, in file order, and instances 0 = gingiva,
+    // 1..k one per tooth in increasing FDI order (as pointmamba.data.teeth3ds.instances_from_labels)
+    const labels = Array.from(editOf(scan).labels);
+    const teeth = Array.from(new Set(labels)).filter((l) => l > 0).sort((p, q) => p - q);
+    const id = {};
+    teeth.forEach((t, k) => { id[t] = k + 1; });
+    return {id_patient: scan.id_patient, jaw: scan.jaw, labels: labels, instances: labels.map((l) => (l > 0 ? id[l] : 0))};
+  }
+  function downloadCorrected() {
+    const scan = scans[current];
+    download(scan.name + ".json", JSON.stringify(correctedDocument(scan)), "application/json");
+    noteCorrected(scan, corrected(scan));
+    showMarks();
+  }
+
+  function showEdit(scan) {  // the side panel: chart (counts as corrected), selection, corrections
+    const e = editOf(scan), counts = {};
+    for (const l of e.labels) counts[l] = (counts[l] || 0) + 1;
+    const body = $("chart").tBodies[0];
+    body.replaceChildren();
+    for (const c of scan.chart) {
+      const here = counts[c.fdi] || 0;
+      const row = el("tr", {class: "tooth " + (here ? "" : "missing ") + (c.found && toothClass(scan, c) === "low" ? "low" : ""),
+                            "data-fdi": c.fdi});
+      if (e.how === `tooth ${c.fdi}`) row.classList.add("selected");
+      row.appendChild(el("td", {}, String(c.fdi) + (here && !c.found ? " (added)" : "")));
+      row.appendChild(el("td", {}, here ? (c.found ? fmt(c.confidence, 2) + (c.twice ? " ×2" : "") : "–") : "missing"));
+      row.appendChild(el("td", {}, c.found ? `${c.runner_up} (${fmt(c.runner_up_confidence, 2)})` : ""));
+      row.addEventListener("click", () => selectFdi(c.fdi));
+      body.appendChild(row);
+    }
+    const sel = $("number");
+    if (!sel.options.length || sel.dataset.jaw !== scan.jaw) {
+      sel.replaceChildren(el("option", {value: "0"}, "gingiva (0)"));
+      for (const c of scan.chart) sel.appendChild(el("option", {value: String(c.fdi)}, String(c.fdi)));
+      sel.dataset.jaw = scan.jaw;
+    }
+    $("selection").textContent = e.selection
+      ? `selected: ${e.how}${e.cut ? ", one side of the cut" : ""} (${e.selection.length} vertices)` +
+        (e.cutting ? " · click the mesh where to cut" : "")
+      : (e.cutting ? "select a region first" : "click a tooth in the 3D view or the chart");
+    const count = corrected(scan);
+    $("edits").textContent = count
+      ? `${count} vertices corrected (${e.history.length} step${e.history.length === 1 ? "" : "s"} to undo)` +
+        (e.saved ? "" : " · not kept by this browser: download them")
+      : "no corrections";
+  }
+
+  const UNCERTAIN = (function () {  // margin 0 (a tie) red, through orange, to light grey (sure)
+    const lut = new Array(256);
+    for (let m = 0; m < 256; m++) {
+      const t = m / 255, r = Math.round(214 + (224 - 214) * t), g = Math.round(39 + (224 - 39) * Math.sqrt(t)),
+        b = Math.round(40 + (224 - 40) * t);
+      lut[m] = `rgb(${r},${g},${b})`;
+    }
+    return lut;
+  })();
+
+  function colours(scan, which) {
+    const a = meshArrays(scan), e = editOf(scan), out = new Array(a.n);
+    if (which === "errors") {
+      for (let v = 0; v < a.n; v++) out[v] = e.labels[v] === a.reference[v] ? RIGHT : WRONG;
+    } else if (which === "uncertainty") {
+      for (let v = 0; v < a.n; v++) out[v] = a.margin ? UNCERTAIN[a.margin[v]] : RIGHT;
+    } else {
+      const src = which === "reference" ? a.reference : e.labels;
+      for (let v = 0; v < a.n; v++) out[v] = scan.palette[src[v]] || "#888888";
+    }
+    if (which !== "reference" && e.selection) for (const v of e.selection) out[v] = SELECTED;
+    return out;
+  }
+
+  function hoverText(scan) {
+    const a = meshArrays(scan), lab = editOf(scan).labels, conf = {}, text = new Array(a.n);
+    for (const t of scan.confidence) conf[t.fdi] = t;
+    for (let v = 0; v < a.n; v++) {
+      const l = lab[v], t = conf[l];
+      let s;
+      if (l !== a.predicted[v]) s = `${l === 0 ? "gingiva" : "tooth " + l} (corrected from ${a.predicted[v] || "gingiva"})`;
+      else s = l === 0 ? "gingiva" : `tooth ${l}` + (t ? ` · confidence ${fmt(t.confidence, 2)} (${t.runner_up}: ${fmt(t.runner_up_confidence, 2)})` : "");
+      if (l === a.predicted[v] && t && t.alternative) s += ` · other dentition: ${t.alternative}`;
+      if (a.reference) s += `<br>reference: ${a.reference[v] === 0 ? "gingiva" : a.reference[v]}` + (a.reference[v] !== l ? " (wrong)" : "");
+      if (a.margin) s += `<br>margin ${fmt(a.margin[v] / 255, 2)}`;
+      text[v] = s;
+    }
+    return text;
+  }
+
+  function toothLabels(scan, src, scene) {
+    const a = meshArrays(scan), sums = {};
     for (let v = 0; v < a.n; v++) {
       const l = src[v];
       if (l === 0) continue;
@@ -150,88 +493,251 @@
       tx.push(s[0] / s[3]); ty.push(s[1] / s[3]); tz.push(s[4] + 1.5); tt.push(String(l));
     }
     return {type: "scatter3d", mode: "text", x: tx, y: ty, z: tz, text: tt, hoverinfo: "skip", showlegend: false,
-            textfont: {size: 13, color: "#111"}};
+            textfont: {size: 13, color: "#111"}, scene: scene};
   }
 
-  function traces(scan, mode) {
+  function meshTrace(scan, which, scene) {
     const a = meshArrays(scan);
-    return [{type: "mesh3d", x: a.x, y: a.y, z: a.z, i: a.i, j: a.j, k: a.k, vertexcolor: colours(scan, a, mode),
-             text: a.text, hovertemplate: "%{text}<extra></extra>", flatshading: false, showscale: false,
-             lighting: {ambient: 0.55, diffuse: 0.7, specular: 0.08, roughness: 0.6, fresnel: 0.1},
-             lightposition: {x: 0, y: -100, z: 1000}},
-            toothLabels(scan, a, mode)];
+    return {type: "mesh3d", x: a.x, y: a.y, z: a.z, i: a.i, j: a.j, k: a.k, vertexcolor: colours(scan, which),
+            text: scan._text || (scan._text = hoverText(scan)), hovertemplate: "%{text}<extra></extra>",
+            flatshading: false, showscale: false, scene: scene,
+            lighting: {ambient: 0.55, diffuse: 0.7, specular: 0.08, roughness: 0.6, fresnel: 0.1},
+            lightposition: {x: 0, y: -100, z: 1000}};
   }
 
-  function note(scan, mode) {
+  function traces(scan) {  // [mesh, numbers] per scene; the prediction's mesh is the one clicks correct
+    const a = meshArrays(scan), e = editOf(scan);
+    if (mode === "compare") {
+      return [meshTrace(scan, "reference", "scene"), toothLabels(scan, a.reference, "scene"),
+              meshTrace(scan, "prediction", "scene2"), toothLabels(scan, e.labels, "scene2")];
+    }
+    return [meshTrace(scan, mode, "scene"), toothLabels(scan, mode === "reference" ? a.reference : e.labels, "scene")];
+  }
+
+  function note(scan) {
     const bits = [`${scan.jaw} jaw · ${scan.vertices} vertices · ${scan.teeth.length} teeth · ${scan.source}`];
-    if (scan.metrics) {
-      const a = meshArrays(scan);
+    const a = meshArrays(scan), lab = editOf(scan).labels;
+    if (a.reference) {
       let wrong = 0;
-      for (let v = 0; v < a.n; v++) wrong += a.labels[v] !== a.reference[v];
+      for (let v = 0; v < a.n; v++) wrong += lab[v] !== a.reference[v];
       bits.push(`${(100 * wrong / a.n).toFixed(1)} % of vertices differ from the reference`);
     }
     if (scan.review) bits.push("review: " + scan.reasons.join("; "));
     if (mode === "errors") bits.push("red: wrong vertices, grey: right");
+    if (mode === "compare") bits.push("left: reference, right: prediction (the cameras move together)");
+    if (mode === "uncertainty" && a.margin) {
+      let low = 0;
+      for (let v = 0; v < a.n; v++) low += a.margin[v] < 51;
+      bits.push(`margin between the two most probable labels: red 0 (a tie) to grey 1 (sure); ${(100 * low / a.n).toFixed(1)} % of vertices under 0.2`);
+    }
     return bits.join(" · ");
   }
 
-  function setMode(mode) {
+  const SCENE = {aspectmode: "data", xaxis: {visible: false}, yaxis: {visible: false}, zaxis: {visible: false},
+                 camera: {eye: {x: 0, y: -0.55, z: 1.6}, up: {x: 0, y: 1, z: 0}}};
+  let linking = false;
+
+  function draw() {
     const scan = scans[current];
-    for (const b of document.querySelectorAll("#modes input")) b.checked = b.value === mode;
-    document.getElementById("viewer-note").textContent = note(scan, mode);
-    const layout = {
-      margin: {l: 0, r: 0, t: 0, b: 0}, paper_bgcolor: "#ffffff", showlegend: false,
-      scene: {aspectmode: "data", xaxis: {visible: false}, yaxis: {visible: false}, zaxis: {visible: false},
-              camera: {eye: {x: 0, y: -0.55, z: 1.6}, up: {x: 0, y: 1, z: 0}}},
-      uirevision: scan.name,  // keep the camera when switching colours
-    };
-    return Plotly.react(plot, traces(scan, mode), layout, {displaylogo: false, responsive: true})
-      .then(() => { plot.dataset.rendered = scan.name + ":" + mode; });
+    scan._text = null;  // the hover text follows the corrected labels
+    $("viewer-note").textContent = note(scan);
+    const layout = {margin: {l: 0, r: 0, t: 0, b: 0}, paper_bgcolor: "#ffffff", showlegend: false,
+                    uirevision: scan.name + (mode === "compare" ? ":2" : ":1")};  // the camera kept when colours change
+    if (mode === "compare") {
+      layout.scene = Object.assign({}, SCENE, {domain: {x: [0, 0.5], y: [0, 1]}});
+      layout.scene2 = Object.assign({}, SCENE, {domain: {x: [0.5, 1], y: [0, 1]}});
+      layout.annotations = [{text: "reference", x: 0.25, y: 1, xref: "paper", yref: "paper", showarrow: false, yanchor: "top"},
+                            {text: "prediction", x: 0.75, y: 1, xref: "paper", yref: "paper", showarrow: false, yanchor: "top"}];
+    } else {
+      layout.scene = SCENE;
+    }
+    const name = scan.name, drawn = mode;
+    return Plotly.react(plot, traces(scan), layout, {displaylogo: false, responsive: true}).then(() => {
+      if (!plot._pointmamba) {  // once per plot (Plotly.purge drops the handlers)
+        plot._pointmamba = true;
+        plot.on("plotly_click", (ev) => {
+          const pt = ev && ev.points && ev.points[0];
+          if (!pt || current === null || pt.curveNumber !== (mode === "compare" ? 2 : 0) || mode === "reference") return;
+          const v = pt.pointNumber;
+          setTimeout(() => clickVertex(v), 0);  // redrawn after plotly's own click handling, not inside it
+        });
+        plot.on("plotly_relayout", linkCameras);
+      }
+      plot.dataset.rendered = name + ":" + drawn;
+    });
   }
 
-  function openScan(index) {
+  function linkCameras(ev) {  // side by side: the other scene's camera follows the one moved
+    if (mode !== "compare" || linking || !ev) return;
+    const one = ev["scene.camera"], two = ev["scene2.camera"];
+    if (!one === !two) return;
+    linking = true;
+    Plotly.relayout(plot, one ? {"scene2.camera": one} : {"scene.camera": two}).then(() => { linking = false; }, () => { linking = false; });
+  }
+
+  function modesOf(scan) {
+    return scan.mesh.reference ? ["prediction", "reference", "compare", "errors", "uncertainty"] : ["prediction", "uncertainty"];
+  }
+
+  function setMode(wanted) {
+    const scan = scans[current];
+    mode = modesOf(scan).includes(wanted) ? wanted : "prediction";
+    for (const b of document.querySelectorAll("#modes input")) b.checked = b.value === mode;
+    const hash = "#scan=" + encodeURIComponent(scan.name) + (mode === "prediction" ? "" : "&view=" + mode);
+    if (location.hash !== hash) history.replaceState(null, "", hash);
+    return draw();
+  }
+
+  function openScan(index, view) {
     const scan = scans[index];
     if (scan.page) {  // an index page: the scan is drawn on its chunk's page
-      location.href = encodeURIComponent(scan.page) + "#scan=" + encodeURIComponent(scan.name);
+      location.href = encodeURIComponent(scan.page) + "#scan=" + encodeURIComponent(scan.name) +
+        (view ? "&view=" + encodeURIComponent(view) : "");
       return Promise.resolve();
     }
+    if (scan.failed) return Promise.resolve();
+    if (current !== index) {
+      Plotly.purge(plot);  // a new scan, a new camera
+      plot._pointmamba = false;
+    }
     current = index;
-    document.getElementById("viewer-title").textContent = scan.name + (scan.review ? " (review)" : "");
-    const modes = document.getElementById("modes");
+    $("viewer-title").textContent = scan.name + (scan.review ? " (review)" : "");
+    const modes = $("modes");
     modes.replaceChildren();
-    for (const mode of scan.mesh.reference ? ["prediction", "reference", "errors"] : ["prediction"]) {
+    for (const m of modesOf(scan)) {
       const label = el("label", {});
-      const input = el("input", {type: "radio", name: "mode", value: mode});
-      input.addEventListener("change", () => setMode(mode));
+      const input = el("input", {type: "radio", name: "mode", value: m});
+      input.addEventListener("change", () => setMode(m));
       label.appendChild(input);
-      label.appendChild(document.createTextNode(" " + mode + " "));
+      label.appendChild(document.createTextNode(" " + m + " "));
       modes.appendChild(label);
     }
     viewer.classList.add("open");
-    if (location.hash !== "#scan=" + encodeURIComponent(scan.name)) history.replaceState(null, "", "#scan=" + encodeURIComponent(scan.name));
-    return setMode("prediction");
+    const e = editOf(scan);
+    e.cutting = false;
+    showEdit(scan);
+    showMarks();
+    return setMode(view || "prediction");
+  }
+
+  function step(delta) {  // the next (+1) or previous (-1) scan in the grid's order that has a 3D view
+    const open = order.filter((i) => !scans[i].failed);
+    if (!open.length) return Promise.resolve();
+    const at = open.indexOf(current);
+    const next = open[(at + delta + open.length) % open.length];
+    return openScan(next, mode === "prediction" ? undefined : mode);
   }
 
   function closeViewer() {
     viewer.classList.remove("open");
     Plotly.purge(plot);
+    plot._pointmamba = false;
     delete plot.dataset.rendered;
+    const was = current;
     current = null;
     history.replaceState(null, "", location.pathname + location.search);
+    showMarks();
+    const c = grid.querySelector(`.card[data-index="${was}"]`);
+    if (c) c.focus();
   }
 
-  document.getElementById("sort").addEventListener("change", drawGrid);
-  document.getElementById("only-flagged").addEventListener("change", drawGrid);
-  document.getElementById("close").addEventListener("click", closeViewer);
-  document.addEventListener("keydown", (ev) => { if (ev.key === "Escape" && current !== null) closeViewer(); });
+  // ------------------------------------------------------------------ keys
+  let digits = "", digitsAt = 0;
+  function typedNumber(d) {  // two digits choose a number for the selection; 0 the gingiva
+    const now = Date.now();
+    digits = now - digitsAt > 1500 || digits.length >= 2 ? d : digits + d;
+    digitsAt = now;
+    const value = digits === "0" ? "0" : digits;
+    if (Array.from($("number").options).some((o) => o.value === value)) $("number").value = value;
+  }
+
+  function onKey(ev) {
+    if (ev.ctrlKey || ev.metaKey || ev.altKey) return;
+    const tag = ev.target && ev.target.tagName;
+    if (tag === "INPUT" || tag === "SELECT" || tag === "TEXTAREA") {
+      if (ev.key === "Escape") ev.target.blur();
+      return;
+    }
+    if (current === null) {  // the grid
+      const c = document.activeElement && document.activeElement.closest && document.activeElement.closest(".card[data-index]");
+      const cards = Array.from(grid.querySelectorAll(".card[data-index]"));
+      if (ev.key === "ArrowRight" || ev.key === "ArrowLeft" || ev.key === "j" || ev.key === "k") {
+        const at = cards.indexOf(c), delta = ev.key === "ArrowRight" || ev.key === "j" ? 1 : -1;
+        const target = cards[at < 0 ? 0 : Math.min(cards.length - 1, Math.max(0, at + delta))];
+        if (target) target.focus();
+        ev.preventDefault();
+      } else if (c && ev.key === "Enter") {
+        openScan(+c.dataset.index);
+      } else if (c && (ev.key === "a" || ev.key === "f")) {
+        setMark(scans[+c.dataset.index], ev.key === "a" ? "accepted" : "flagged");
+      }
+      return;
+    }
+    const scan = scans[current];
+    if (tag === "BUTTON" && (ev.key === "Enter" || ev.key === " ")) return;  // the button's own click
+    const act = {
+      Escape: closeViewer, n: () => step(1), ArrowRight: () => step(1), p: () => step(-1), ArrowLeft: () => step(-1),
+      a: () => setMark(scan, "accepted"), f: () => setMark(scan, "flagged"),
+      v: () => { const ms = modesOf(scan); return setMode(ms[(ms.indexOf(mode) + 1) % ms.length]); },
+      Enter: applyNumber, z: undo, c: toggleCut,
+    }[ev.key];
+    if (act) {
+      ev.preventDefault();
+      act();
+    } else if (/^[0-9]$/.test(ev.key)) {
+      typedNumber(ev.key);
+    }
+  }
+
+  function toggleCut() {
+    const scan = scans[current], e = editOf(scan);
+    e.cutting = !e.cutting && !!e.base;
+    $("cut").classList.toggle("on", e.cutting);
+    showEdit(scan);
+  }
+
+  $("sort").addEventListener("change", drawGrid);
+  $("only-flagged").addEventListener("change", drawGrid);
+  $("close").addEventListener("click", closeViewer);
+  $("prev").addEventListener("click", () => step(-1));
+  $("next").addEventListener("click", () => step(1));
+  $("accept").addEventListener("click", () => setMark(scans[current], "accepted"));
+  $("flag").addEventListener("click", () => setMark(scans[current], "flagged"));
+  $("apply").addEventListener("click", applyNumber);
+  $("undo").addEventListener("click", undo);
+  $("reset").addEventListener("click", resetEdits);
+  $("cut").addEventListener("click", toggleCut);
+  $("flip").addEventListener("click", () => {
+    const scan = scans[current], e = editOf(scan);
+    if (!e.cut) return;
+    e.flip = !e.flip;
+    applyCut(scan);
+  });
+  $("download-json").addEventListener("click", downloadCorrected);
+  $("download-marks").addEventListener("click", () => download("review-marks.csv", marksCsv(), "text/csv"));
+  document.addEventListener("keydown", onKey);
   viewer.addEventListener("click", (ev) => { if (ev.target === viewer) closeViewer(); });
+  window.addEventListener("storage", showMarks);  // marks made on another page of this run
   drawGrid();
-  function openFromHash() {  // a link such as index.html#scan=MSN001_lower opens that scan
-    const wanted = decodeURIComponent((location.hash.match(/^#scan=(.*)$/) || [])[1] || "");
-    const index = scans.findIndex((s) => s.name === wanted);
-    if (index >= 0 && index !== current) openScan(index);
+
+  function parseHash() {  // #scan=NAME&view=MODE
+    const out = {};
+    for (const part of location.hash.replace(/^#/, "").split("&")) {
+      const at = part.indexOf("=");
+      if (at > 0) { try { out[part.slice(0, at)] = decodeURIComponent(part.slice(at + 1)); } catch (e) { /* a malformed link */ } }
+    }
+    return out;
+  }
+  function openFromHash() {  // a link such as index.html#scan=MSN001_lower&view=uncertainty opens that scan so
+    const want = parseHash();
+    const index = scans.findIndex((s) => s.name === want.scan);
+    if (index < 0) return;
+    if (index !== current) openScan(index, want.view);
+    else if (want.view && want.view !== mode) setMode(want.view);
   }
   window.addEventListener("hashchange", openFromHash);
   openFromHash();
-  window.pointmambaReport = {open: openScan, setMode: setMode, close: closeViewer};
+  window.pointmambaReport = {open: openScan, setMode: setMode, close: closeViewer, next: () => step(1),
+                             correctedDocument: (i) => correctedDocument(scans[i]), marksCsv: marksCsv,
+                             clickVertex: clickVertex, selectFdi: selectFdi, apply: applyNumber};
 })();

@@ -30,8 +30,10 @@ import base64
 import io
 import json
 import re
+import secrets
 import shutil
 import tempfile
+import time
 import weakref
 from os import PathLike
 from pathlib import Path
@@ -43,7 +45,6 @@ from ..finite_json import dumps
 
 HERE = Path(__file__).resolve().parent
 VIEWER = HERE / "vendor" / "plotly-gl3d.min.js"
-THUMBNAIL_PX = 360
 PAGE_SCANS = 25
 """At most this many scans on one page (above it: one page per chunk and an index page)."""
 PAGE_BYTES = 100 * 2 ** 20
@@ -75,18 +76,51 @@ def quantize(points: np.ndarray) -> tuple[np.ndarray, list[float], list[float]]:
     return q, origin.tolist(), step.tolist()
 
 
-def thumbnail(png: str | PathLike | bytes, size: int = THUMBNAIL_PX) -> str:
-    """A small PNG of a picture (a path or PNG bytes) as a ``data:`` URL (64-colour palette)."""
+def thumbnail(png: str | PathLike | bytes) -> str:
+    """A picture (a path or PNG bytes) as a ``data:`` URL of a PNG no larger than a thumbnail (64-colour
+    palette)."""
     from PIL import Image
+
+    from ..evaluation.render import THUMBNAIL_SIZE
 
     src = io.BytesIO(png) if isinstance(png, bytes) else png
     with Image.open(src) as img:
         img = img.convert("RGB")
-        img.thumbnail((size, size))
+        img.thumbnail(THUMBNAIL_SIZE)
         small = img.quantize(colors=64)
     buf = io.BytesIO()
     small.save(buf, format="PNG", optimize=True)
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def margin_uint8(probabilities: np.ndarray) -> np.ndarray:
+    """Per vertex, the margin between its two most probable classes (0: a tie, the model cannot tell them
+    apart; 1: sure), quantized to uint8 (``round(255 * margin)``) for the uncertainty view."""
+    p = np.asarray(probabilities, dtype=np.float32)
+    if p.shape[1] < 2:
+        return np.full(len(p), 255, dtype=np.uint8)
+    top2 = np.partition(p, p.shape[1] - 2, axis=1)[:, -2:]
+    margin = np.nan_to_num(np.abs(top2[:, 1] - top2[:, 0]), nan=0.0)  # a NaN probability: no certainty
+    return np.rint(np.clip(margin, 0, 1) * 255).astype(np.uint8)
+
+
+def dental_chart(jaw: str, teeth: list[Any]) -> list[dict[str, Any]]:
+    """The teeth a full arch of ``jaw`` has, as a dental chart reads (the patient's right first: 18 .. 11,
+    21 .. 28 or 48 .. 41, 31 .. 38), each ``found`` or not and, where found, its confidence and runner-up
+    (``teeth``: :class:`~pointmamba.evaluation.confidence.ToothConfidence`; a number carried twice shows
+    its less confident tooth, and ``twice``)."""
+    right, left = ((18, 11), (21, 28)) if jaw == "upper" else ((48, 41), (31, 38))
+    arch = list(range(right[0], right[1] - 1, -1)) + list(range(left[0], left[1] + 1))
+    chart = []
+    for fdi in arch:
+        found = sorted((t for t in teeth if t.fdi == fdi), key=lambda t: t.confidence)
+        entry: dict[str, Any] = {"fdi": fdi, "found": bool(found)}
+        if found:
+            t = found[0]
+            entry.update(confidence=round(t.confidence, 4), runner_up=t.runner_up,
+                         runner_up_confidence=round(t.runner_up_confidence, 4), twice=len(found) > 1)
+        chart.append(entry)
+    return chart
 
 
 class ReviewPage:
@@ -104,6 +138,9 @@ class ReviewPage:
         self._spool = Path(tempfile.mkdtemp(prefix=".pointmamba-review-", dir=spool))
         self._cleanup = weakref.finalize(self, shutil.rmtree, self._spool, True)
         self._sizes: list[int] = []  # bytes of each spooled scan, in the order added
+        # names this run's marks in the browser's localStorage: every page of one run shares them, another
+        # run's page (a new model, new results) starts without them
+        self.run = f"{time.strftime('%Y%m%dT%H%M%S')}-{secrets.token_hex(4)}"
         self.written: list[Path] = []  # the files the last write() wrote, the page to open last
 
     def __len__(self) -> int:
@@ -112,43 +149,55 @@ class ReviewPage:
     def add(self, result: Any, reference: np.ndarray | None = None, metrics: dict[str, Any] | None = None,
             picture: str | PathLike | bytes | None = None, source: str | None = None) -> None:
         """Add a :class:`~pointmamba.segmentation.Segmentation`; ``reference`` FDI labels per vertex and
-        their ``metrics`` (``Segmentation.compare``) where known; ``picture`` a PNG of it (thumbnail)."""
+        their ``metrics`` (``Segmentation.compare``) where known. The thumbnail is the scan's occlusal view
+        with its FDI numbers, drawn here; ``picture`` (a PNG) replaces it where given."""
         from ..data import class_colors, fdi_to_class
+        from ..data.fdi import LOWER_FDI, UPPER_FDI
+        from ..evaluation.render import render_thumbnail
 
         labels = np.asarray(result.labels)
         faces = np.asarray(result.faces)
         small = len(result.vertices) < 2 ** 16
         colors = class_colors(result.num_classes)
-        present = np.unique(labels if reference is None else np.concatenate([labels, reference]))
+        # every number of the jaw: a correction may give a tooth a number the prediction does not have
+        present = np.union1d(np.unique(labels if reference is None else np.concatenate([labels, reference])),
+                             (0,) + (UPPER_FDI if result.jaw == "upper" else LOWER_FDI))
         palette = {int(f): "#%02x%02x%02x" % tuple(colors[int(c)])
                    for f, c in zip(present, fdi_to_class(present, result.jaw, result.num_classes))}
         conf = result.confidence
         positions, origin, step = quantize(result.aligned)
+        if picture is None:
+            picture = render_thumbnail(result.aligned, faces, labels, colors, np.asarray(result.classes))
         card = {
-            "name": result.name, "jaw": result.jaw, "source": source or str(result.source or result.name),
+            "name": result.name, "id_patient": result.id_patient, "jaw": result.jaw,
+            "source": source or str(result.source or result.name),
             "vertices": int(len(labels)), "teeth": result.teeth, "review": conf.review,
             "reasons": list(conf.reasons),
             "min_confidence": None if conf.min_confidence is None else round(conf.min_confidence, 4),
+            "review_below": conf.rules.review_below,
             # "alternative": the tooth's number under the other reading of the dentition (auto), where it differs
             "confidence": [{"fdi": t.fdi, "confidence": round(t.confidence, 4), "runner_up": t.runner_up,
                             "runner_up_confidence": round(t.runner_up_confidence, 4),
                             **({"alternative": t.alternative} if getattr(t, "alternative", None) else {})}
                            for t in conf.teeth],
+            "chart": dental_chart(result.jaw, conf.teeth),
             "metrics": metrics,
-            "thumbnail": None if picture is None else thumbnail(picture),
+            "thumbnail": thumbnail(picture),
             "palette": palette,
         }
         mesh = {"positions": _b64(positions), "origin": origin, "step": step,
                 "faces": _b64(faces.astype("<u2" if small else "<u4")), "index_bytes": 2 if small else 4,
                 "labels": _b64(labels.astype(np.uint8)),
+                "margin": _b64(margin_uint8(result.probabilities)),
                 "reference": None if reference is None else _b64(np.asarray(reference).astype(np.uint8))}
         self._spool_scan(card, mesh)
 
     def add_failed(self, name: str, reason: str, source: str | None = None) -> None:
         """A scan that could not be segmented: a card naming it and why (``reason``, one line), nothing to view."""
-        self._spool_scan({"name": name, "jaw": None, "source": source or name, "vertices": None, "teeth": [],
-                          "review": True, "failed": reason, "reasons": [], "min_confidence": None,
-                          "confidence": [], "metrics": None, "thumbnail": None, "palette": {}}, None)
+        self._spool_scan({"name": name, "id_patient": None, "jaw": None, "source": source or name, "vertices": None,
+                          "teeth": [], "review": True, "failed": reason, "reasons": [], "min_confidence": None,
+                          "review_below": None, "confidence": [], "chart": [], "metrics": None, "thumbnail": None,
+                          "palette": {}}, None)
 
     def _spool_scan(self, card: dict[str, Any], mesh: dict[str, Any] | None) -> None:
         """Write one scan's card (what the grid shows) and mesh (None: nothing to view) to the spool."""
@@ -181,17 +230,18 @@ class ReviewPage:
         path = Path(path)
         chunks = self.chunks()
         if len(chunks) == 1:
-            self.written = [self._write_page(path, self.title, {"model": self.model}, chunks[0], viewer=True)]
+            self.written = [self._write_page(path, self.title, {"model": self.model, "run": self.run}, chunks[0],
+                                             viewer=True)]
             return path
         width = max(2, len(str(len(chunks))))
         names = [f"{path.stem}-{i + 1:0{width}d}{path.suffix}" for i in range(len(chunks))]
         written = []
         for i, (name, chunk) in enumerate(zip(names, chunks)):
-            head = {"model": self.model, "index": path.name, "part": f"page {i + 1} of {len(chunks)}"}
+            head = {"model": self.model, "run": self.run, "index": path.name, "part": f"page {i + 1} of {len(chunks)}"}
             written.append(self._write_page(path.parent / name, f"{self.title} ({head['part']})", head, chunk,
                                             viewer=True))
         page_of = {k: name for name, chunk in zip(names, chunks) for k in chunk}
-        head = {"model": self.model, "pages": names}
+        head = {"model": self.model, "run": self.run, "pages": names}
         written.append(self._write_page(path, self.title, head, range(len(self._sizes)), viewer=False,
                                         page_of=page_of))
         self.written = written

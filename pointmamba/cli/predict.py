@@ -431,7 +431,8 @@ class Run:
         if result.review:
             msg += "\n" + printable(result.review_line())
         if self.page is not None:
-            self.page.add(result, None if ref is None else ref.labels, metrics, files[".png"], str(item.path))
+            # no picture: the page draws its own thumbnail (the occlusal view, numbers readable at card size)
+            self.page.add(result, None if ref is None else ref.labels, metrics, source=str(item.path))
         row = self._summary_row(item.path, stem, result, seconds, metrics)
         write_record(self.out, stem, item.path, self._settings(item.path), written, row)  # last: the scan is done
         tqdm.write(msg)

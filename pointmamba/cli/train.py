@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Train a segmentation network.
 
-    tools/train.py CONFIG [--set key=value ...] [--out DIR] [--resume | --overwrite] [--no-progress] [--verbose]
+    tools/train.py CONFIG [--set key=value ...] [--out DIR] [--resume | --overwrite] [--corrections DIR]
+        [--no-progress] [--verbose]
 
 ``--config CONFIG`` and ``--work-dir DIR`` are accepted as aliases of the positional config and ``--out``.
 
@@ -13,6 +14,11 @@ The work dir gets last.pth / best.pth (each records the names of its training sc
 tools/predict.py --reference warn about), metrics.jsonl, train.log, val_pictures/ and TensorBoard events in tb/
 (train/loss every step, val_iou/<jaw>/<FDI>, the config in the HPARAMS and TEXT tabs, a picture of one
 validation prediction per validation).
+
+Fine-tuning on a reviewer's corrections: ``tools/train.py configs/finetune_corrections.yaml --corrections DIR
+--out DIR2`` trains the config's ``train.init_from`` (the shipped model) on the corrected scans in DIR (the meshes
+with the review page's downloaded JSON beside them, Teeth3DS layout or flat), replaying the config's training
+scans against forgetting (``pointmamba/data/corrections.py``, docs/results/corrections/README.md).
 
 Multi-GPU / multi-node: ``torchrun --nproc_per_node=N tools/train.py CONFIG`` (DDP; gloo on CPU).
 """
@@ -31,6 +37,9 @@ def main() -> None:
     parser.add_argument("--resume", action="store_true", help="continue from <out>/last.pth")
     parser.add_argument("--overwrite", action="store_true",
                         help="replace a previous run in the work dir (its checkpoints, metrics and TensorBoard events)")
+    parser.add_argument("--corrections", metavar="DIR",
+                        help="also train on the corrected scans in DIR (meshes + the review page's JSON beside them), "
+                             "each drawn as often as the config's training scans are in all")
     args = parse_args(parser)
 
     from pointmamba.config import load_config
@@ -39,7 +48,15 @@ def main() -> None:
     overrides = list(args.overrides) + ([f"work_dir={args.out}"] if args.out else [])
     overrides += ["train.progress=false"] if args.no_progress else []
     cfg = load_config(args.config, overrides)
+    summary = ""
+    if args.corrections:  # every corrected file checked here, before the model loads
+        from pointmamba.training.data_builders import corrections_overrides
+
+        more, summary = corrections_overrides(cfg, args.corrections)
+        cfg = load_config(args.config, overrides + more)
     trainer = Trainer(cfg, resume=args.resume, overwrite=args.overwrite)
+    if summary:
+        trainer.log(summary)
     try:
         trainer.train()
     except TrainingDiverged as exc:

@@ -150,3 +150,35 @@ def prefetch(batches: Iterable[Any], depth: int = 1) -> Iterator[Any]:
     finally:
         stop.set()
         thread.join()
+
+
+def corrections_overrides(cfg: dict[str, Any], folder: str | Path) -> tuple[list[str], str]:
+    """Config overrides that fine-tune on a reviewer's corrections ``folder`` (``tools/train.py
+    --corrections``), and a line saying what the run trains on.
+
+    The corrected scans (:func:`pointmamba.data.corrections.find_corrections`, each checked now) are
+    copied under ``<cache>/corrections/`` and that folder is added as a data root. The scans the config
+    would train on (its ``train_names``, split and ``train_exclude``) stay in as replay, against forgetting;
+    each corrected scan is drawn ``ceil(replay / corrected)`` times an epoch (``data.scan_repeats``) so the
+    corrections and the replay weigh about the same.
+    """
+    import json
+    import math
+
+    from ..data.corrections import find_corrections, stage_corrections, staging_folder
+    from ..data.dataset import data_roots, default_cache_dir
+
+    d = cfg["data"]
+    corrections = find_corrections(folder)
+    cache = Path(d["cache_dir"]) if d["cache_dir"] else default_cache_dir()
+    staged = stage_corrections(corrections, staging_folder(folder, cache))
+    replay = [] if d["train_names"] == [] else list(build_dataset(cfg, "train", train=True).names)
+    names = [c.name for c in corrections]
+    times = max(1, math.ceil(len(replay) / len(names)))
+    repeats = {**d["scan_repeats"], **{n: times for n in names}}
+    roots = [str(staged)] + [str(r) for r in data_roots(d["root"])]
+    overrides = [f"data.root={json.dumps(roots)}", f"data.train_names={json.dumps(replay + names)}",
+                 "data.train_exclude=null", f"data.scan_repeats={json.dumps(repeats)}"]
+    summary = (f"fine-tuning on {len(names)} corrected scan(s) from {folder} (each drawn {times}x an epoch): "
+               f"{', '.join(names)}; replay of {len(replay)} training scan(s) against forgetting")
+    return overrides, summary

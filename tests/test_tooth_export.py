@@ -12,16 +12,9 @@ import numpy as np
 from pointmamba.data import read_mesh, read_stl
 from pointmamba.data.tooth_meshes import ISLAND_SHARE, face_labels, write_tooth_meshes
 
+from test_tooth_meshes import grid, triangles  # the flat test mesh and the face multiset, shared
+
 SAMPLES = Path(__file__).resolve().parents[1] / "data" / "samples"
-
-
-def grid(n: int = 21) -> tuple[np.ndarray, np.ndarray]:
-    """A flat n x n vertex grid, two triangles per cell."""
-    x, y = np.meshgrid(np.arange(n, dtype=float), np.arange(n, dtype=float))
-    v = np.stack([x.ravel(), y.ravel(), np.zeros(n * n)], 1)
-    idx = np.arange(n * n).reshape(n, n)
-    a, b, c, d = idx[:-1, :-1].ravel(), idx[:-1, 1:].ravel(), idx[1:, :-1].ravel(), idx[1:, 1:].ravel()
-    return v, np.concatenate([np.stack([a, b, d], 1), np.stack([a, d, c], 1)])
 
 
 def edge_pieces(vertices: np.ndarray, faces: np.ndarray) -> list[np.ndarray]:
@@ -54,11 +47,6 @@ def edge_keys(vertices: np.ndarray, faces: np.ndarray) -> list[bytes]:
             a, b = sorted((t[i].tobytes(), t[j].tobytes()))
             keys.append(a + b)
     return keys
-
-
-def triangles(vertices: np.ndarray, faces: np.ndarray) -> Counter:
-    tri = np.asarray(vertices, dtype=np.float32)[faces]
-    return Counter(map(bytes, tri.reshape(len(tri), -1)))
 
 
 def test_a_gingiva_crumb_between_two_teeth_goes_to_a_tooth() -> None:

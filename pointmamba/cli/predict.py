@@ -38,8 +38,8 @@ reading's number as each tooth's "alternative" in the JSON. --dentition-file giv
 "scan stem,dentition". Arches without that side are numbered alike under all three.
 
 The jaw comes from --jaw, else the file name (*_upper / *_lower) or a label file beside it. Scans in cm or
-m are detected from their size and scaled to mm with a warning (--units to say). Every input is checked
-before any work, and the outputs before the model loads; nothing is written over an input or a file this run
+m are detected from their size and scaled to mm with a warning (--units to say). Every output and then
+every input is checked before the model loads, so before any work; nothing is written over an input or a file this run
 did not write (--overwrite replaces earlier results, and removes an earlier run's tooth meshes of the same
 scan; --skip-existing those of the scans it redoes), nor outside DIR; inputs
 sharing a file name get their folder's name as a prefix. A folder's files that an earlier run wrote (a
@@ -49,7 +49,7 @@ One bad scan costs one line ("failed: <file>: <what is wrong>"), never the batch
 check or fails while it is segmented is listed as failed in summary.csv and on the page, and the others
 go on. --strict stops instead, before any work, at the first scan that fails the check.
 
-Exit status: 0 every scan done; 1 some scans failed, the others done; 2 nothing done (a bad argument or
+Exit status: 0 every scan done (or skipped, finished earlier); 1 some scans failed, the others done; 2 nothing done (a bad argument or
 output, every scan bad, with --strict any scan bad) or the disk ran full; 130 interrupted.
 """
 from __future__ import annotations
@@ -204,8 +204,10 @@ class Run:
 
     def _settings(self, path: Path) -> dict[str, Any]:
         """What made a scan's result: a done-record with other settings is not this run's (redone)."""
-        i = self.index[path]
-        return {"checkpoint_sha256": self.sha256, "infer": self.infer, "units": self.args.units,
+        from pointmamba.config import resolve_infer
+
+        i = self.index[path]  # every inference option, defaults included: a changed default redoes the scan
+        return {"checkpoint_sha256": self.sha256, "infer": resolve_infer(self.infer), "units": self.args.units,
                 "jaw": self.args.jaw, "dentition": self.dentitions.get(path.stem, self.args.dentition),
                 "reference": None if not self.references or self.references[i] is None else str(self.references[i])}
 

@@ -103,6 +103,7 @@ def test_fine_tune_command_runs_on_a_flat_folder_and_writes_a_checkpoint_predict
     assert code == 0, err[-2000:]
 
 
+@pytest.mark.slow  # about 30 s: a tiny model fitted to the scan, then two fine-tunes
 def test_it_trains_on_the_corrected_labels(synth: Path, fitted: Path, tmp_path: Path) -> None:
     """From a model that numbers the scan's teeth 11 and 17 right, the same run on the reviewer's JSON (11 and
     17 renumbered into each other) and on an uncorrected copy (same scan, seed and steps): only the corrected
@@ -139,3 +140,25 @@ def test_a_json_that_does_not_fit_its_mesh_stops_before_training_naming_it(synth
     (folder / "scan.obj").unlink()
     code, err = fine_tune(synth, start, folder, tmp_path / "w", 1)
     assert code == 2 and f"{folder / 'scan.json'}: mesh: no mesh scan.obj/.ply/.stl beside it" in err
+
+
+def test_a_corrected_training_scan_replaces_its_own_copy_in_the_replay(synth: Path, tmp_path: Path) -> None:
+    """A reviewer who corrected one of the data set's own scans (Teeth3DS layout, same name): the training set
+    holds it once, with the corrected labels, beside the other replayed scans."""
+    from pointmamba.config import load_config
+    from pointmamba.data.fdi import fdi_to_class
+    from pointmamba.training.data_builders import build_dataset, corrections_overrides
+
+    flat = reviewer_folder(synth, tmp_path / "flat", SCAN, swap=True)
+    folder = tmp_path / "reviewed"
+    (folder / "SYN00000").mkdir(parents=True)
+    for f in flat.iterdir():
+        f.rename(folder / "SYN00000" / f.name)
+    overrides = tiny_overrides(synth, tmp_path / "w")  # replays SYN00000 and SYN00001, both jaws
+    more, summary = corrections_overrides(load_config(None, overrides), folder)
+    assert "replay of 3 training scan(s)" in summary and f"replace the training set's own of {SCAN}" in summary
+    train = build_dataset(load_config(None, overrides + more), "train", train=True)
+    assert sorted(train.names) == sorted(["SYN00000_lower", "SYN00001_upper", "SYN00001_lower", SCAN])
+    corrected = read_labels(folder / "SYN00000" / f"{SCAN}.json").labels
+    item = train.item(train.names.index(SCAN), np.random.default_rng(0))
+    assert np.array_equal(item["vertex_segment"], fdi_to_class(corrected, "upper", 17))

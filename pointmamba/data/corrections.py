@@ -8,7 +8,9 @@ depth. A mesh without a JSON was not corrected and is not used; a JSON without i
 
 The training set reads scans named ``<ID>_<jaw>`` in the Teeth3DS layout, so :func:`stage_corrections`
 copies each corrected pair under that name into a folder of its own (a vendor name such as
-``Patient 7 mandible.stl`` becomes ``Patient_7_mandible_lower``), which training adds as a data root.
+``Patient 7 mandible.stl`` becomes ``Patient_7_mandible_lower``), beside links to the training scans
+replayed with them: a corrected scan then replaces a training scan of the same name (a reviewer who
+corrected one of the data set's own scans) instead of clashing with it.
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ import shutil
 from dataclasses import dataclass
 from os import PathLike
 from pathlib import Path
+from typing import Sequence
 
 from .errors import ScanFormatError
 from .mesh import MESH_SUFFIXES
@@ -86,19 +89,34 @@ def staging_folder(folder: str | PathLike, cache_dir: str | PathLike) -> Path:
     return Path(cache_dir) / "corrections" / digest
 
 
-def stage_corrections(corrections: list[Correction], dest: str | PathLike) -> Path:
-    """Copy each corrected scan to ``dest/<name>/<name>.<ext>`` + ``.json`` (the Teeth3DS layout training
-    reads), replacing what an earlier staging left there; returns ``dest``. A ``dest`` that exists and was
-    not written here is refused (nothing of the user's is removed)."""
+def stage_corrections(corrections: list[Correction], dest: str | PathLike,
+                      replay: Sequence[tuple[str, Path]] = ()) -> list[Path]:
+    """The data roots of a fine-tune: each corrected scan copied to ``dest/corrected/<name>/<name>.<ext>`` +
+    ``.json`` (the Teeth3DS layout training reads), and each replayed training scan ``(group, mesh)`` linked
+    (mesh and label file) under ``dest/replay/<group>/``, one root per group (its source: a data root's folder
+    name, so that per-root rules such as position labels still apply). A corrected scan and a replayed one
+    never share a name (the caller leaves the replayed one out). What an earlier staging left in ``dest`` is
+    replaced; a ``dest`` that exists and was not written here is refused (nothing of the user's is removed).
+    Returns the roots: ``dest/corrected`` first, then each group's."""
     dest = Path(dest)
     if dest.is_symlink() or (dest.exists() and not (dest / STAGED_MARKER).is_file()):
         raise FileExistsError(f"{dest}: exists and is not a corrections staging folder; not replacing it")
     if dest.exists():
         shutil.rmtree(dest)
-    dest.mkdir(parents=True)
-    (dest / STAGED_MARKER).write_text("copies of corrected scans for training (pointmamba/data/corrections.py)\n")
+    (dest / "corrected").mkdir(parents=True)
+    (dest / STAGED_MARKER).write_text("copies of corrected scans and links to replayed ones, for training "
+                                      "(pointmamba/data/corrections.py)\n")
     for c in corrections:
-        (dest / c.name).mkdir()
-        shutil.copyfile(c.mesh, dest / c.name / f"{c.name}{c.mesh.suffix.lower()}")
-        shutil.copyfile(c.labels, dest / c.name / f"{c.name}.json")
-    return dest
+        (dest / "corrected" / c.name).mkdir()
+        shutil.copyfile(c.mesh, dest / "corrected" / c.name / f"{c.name}{c.mesh.suffix.lower()}")
+        shutil.copyfile(c.labels, dest / "corrected" / c.name / f"{c.name}.json")
+    roots = [dest / "corrected"]
+    for group, mesh in replay:  # links: the preprocessing cache (keyed by the resolved file) is shared
+        folder = dest / "replay" / group / mesh.stem
+        folder.mkdir(parents=True)
+        (folder / mesh.name).symlink_to(mesh.resolve())
+        if mesh.with_suffix(".json").is_file():
+            (folder / f"{mesh.stem}.json").symlink_to(mesh.with_suffix(".json").resolve())
+        if folder.parent not in roots:
+            roots.append(folder.parent)
+    return roots

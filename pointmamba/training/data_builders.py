@@ -156,11 +156,12 @@ def corrections_overrides(cfg: dict[str, Any], folder: str | Path) -> tuple[list
     """Config overrides that fine-tune on a reviewer's corrections ``folder`` (``tools/train.py
     --corrections``), and a line saying what the run trains on.
 
-    The corrected scans (:func:`pointmamba.data.corrections.find_corrections`, each checked now) are
-    copied under ``<cache>/corrections/`` and that folder is added as a data root. The scans the config
-    would train on (its ``train_names``, split and ``train_exclude``) stay in as replay, against forgetting;
-    each corrected scan is drawn ``ceil(replay / corrected)`` times an epoch (``data.scan_repeats``) so the
-    corrections and the replay weigh about the same.
+    The corrected scans (:func:`pointmamba.data.corrections.find_corrections`, each checked now) and the
+    scans the config would train on (its ``train_names``, split and ``train_exclude``; ``train_names: []``:
+    none), replayed against forgetting, are staged under ``<cache>/corrections/`` as the run's data roots
+    (a corrected scan replaces a training scan of its name; position-labelled roots stay so). Each corrected
+    scan is drawn ``ceil(replay / corrected)`` times an epoch (``data.scan_repeats``) so that the corrections
+    and the replay weigh about the same.
     """
     import json
     import math
@@ -170,15 +171,31 @@ def corrections_overrides(cfg: dict[str, Any], folder: str | Path) -> tuple[list
 
     d = cfg["data"]
     corrections = find_corrections(folder)
-    cache = Path(d["cache_dir"]) if d["cache_dir"] else default_cache_dir()
-    staged = stage_corrections(corrections, staging_folder(folder, cache))
-    replay = [] if d["train_names"] == [] else list(build_dataset(cfg, "train", train=True).names)
     names = [c.name for c in corrections]
+    roots = data_roots(d["root"])
+    taken = [r.name for r in roots]  # a staged root is named after its data root (results per source)
+    groups = {r: r.name if taken.count(r.name) == 1 else f"{r.name}_{k}" for k, r in enumerate(roots)}
+    replay: list[tuple[str, Path]] = []
+    replaced: list[str] = []
+    if d["train_names"] != []:
+        train_set = build_dataset(cfg, "train", train=True)
+        for name, path in zip(train_set.names, train_set.paths):
+            if name in names:
+                replaced.append(name)
+            else:
+                replay.append((groups[next(r for r in roots if path.is_relative_to(r))], path))
+    cache = Path(d["cache_dir"]) if d["cache_dir"] else default_cache_dir()
+    staged = stage_corrections(corrections, staging_folder(folder, cache), replay)
+    labelled_by_position = {Path(p).expanduser().resolve() for p in d["position_label_roots"]}
+    position = [str(s) for s in staged[1:]
+                if any(s.name == g and r.resolve() in labelled_by_position for r, g in groups.items())]
     times = max(1, math.ceil(len(replay) / len(names)))
     repeats = {**d["scan_repeats"], **{n: times for n in names}}
-    roots = [str(staged)] + [str(r) for r in data_roots(d["root"])]
-    overrides = [f"data.root={json.dumps(roots)}", f"data.train_names={json.dumps(replay + names)}",
-                 "data.train_exclude=null", f"data.scan_repeats={json.dumps(repeats)}"]
+    replay_names = [p.stem for _, p in replay]
+    overrides = [f"data.root={json.dumps([str(r) for r in staged])}", f"data.position_label_roots={json.dumps(position)}",
+                 f"data.train_names={json.dumps(replay_names + names)}", "data.train_exclude=null",
+                 f"data.scan_repeats={json.dumps(repeats)}"]
     summary = (f"fine-tuning on {len(names)} corrected scan(s) from {folder} (each drawn {times}x an epoch): "
-               f"{', '.join(names)}; replay of {len(replay)} training scan(s) against forgetting")
+               f"{', '.join(names)}; replay of {len(replay)} training scan(s) against forgetting"
+               + (f" (the corrected labels replace the training set's own of {', '.join(replaced)})" if replaced else ""))
     return overrides, summary

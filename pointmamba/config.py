@@ -160,6 +160,10 @@ INFER_DEFAULTS: dict[str, Any] = {
     # permanent (premolar 5, first molar 6) | mixed (4, then primary second molar 5, first molar 6) | auto
     # (the likelier, the scan flagged with both readings). Arches without that side are numbered alike
     "dentition": "auto",
+    # merge two neighbouring instances that look like one tooth split in two and number the arch again
+    # (evaluation/mending.py). Off: its pre-registered rule failed on a simulation; on the real split
+    # predictions found afterwards it helped (docs/results/review_flag/README.md)
+    "mend_split": False,
 }
 
 WARMUP_DEFAULTS: dict[str, Any] = {

@@ -158,7 +158,7 @@ class Segmenter:
         jaw = scan.jaw or _jaw_of(pred.fdi)  # a 33-class model numbers both jaws: its teeth say which
         confidence = scan_confidence(pred.probs, pred.classes, instances, jaw, pred.aligned,
                                      getattr(pred, "instance_probs", None), self.rules, faces=scan.faces,
-                                     dentition=getattr(pred.numbering, "dentition", None))
+                                     numbering=pred.numbering)
         name = scan.meta.get("name") or scan.name
         return Segmentation(name=name, id_patient=str(scan.id_patient or name), jaw=jaw,
                             vertices=scan.vertices, faces=scan.faces, aligned=pred.aligned, labels=pred.fdi,

@@ -23,7 +23,7 @@ Per scan: the lowest tooth confidence, and ``review`` with one reason per findin
   gingiva, or real ones missed, are the likely errors there);
 * a side of the lone-premolar pattern read under ``auto`` dentition (both readings named; :mod:`.dentition`);
 * a tooth split in two, a tooth dropped between two teeth or at the arch's end, a mesh of several large
-  parts (:mod:`.review_checks`).
+  parts (:mod:`.review_checks`); two instances the numbering merged as one split tooth (:mod:`.mending`).
 
 A side read under a given dentition is not flagged for what that dentition explains (a molar-sized "5"
 under ``mixed``, a skipped 4 under ``permanent``).
@@ -92,7 +92,7 @@ class ToothConfidence:
 
 
 FINDINGS = ("uncertain", "twice", "wide", "narrow", "molar_sized", "room", "skipped", "none", "few", "dentition",
-            "split", "dropped", "lost_end", "parts")
+            "split", "dropped", "lost_end", "parts", "mended")
 """Kinds of review finding, in the order of the module doc."""
 
 
@@ -172,7 +172,7 @@ def scan_confidence(probs: np.ndarray, classes: np.ndarray, instances: np.ndarra
                     aligned: np.ndarray | None = None,
                     instance_probs: Mapping[int, np.ndarray] | None = None,
                     rules: ReviewRules = ReviewRules(), faces: np.ndarray | None = None,
-                    dentition: Any = None) -> ScanConfidence:
+                    dentition: Any = None, numbering: Any = None) -> ScanConfidence:
     """Per-tooth confidence and the scan's review reasons (see the module doc).
 
     ``probs`` (V, C) per-vertex class probabilities (C = 17 or 33); ``classes`` (V,) the final class of
@@ -181,7 +181,9 @@ def scan_confidence(probs: np.ndarray, classes: np.ndarray, instances: np.ndarra
     checks; skipped without); ``instance_probs`` ``{instance id: (C,) posterior}`` replaces the mean of
     the vertices' probabilities for the instances it names; ``faces`` (F, 3) the mesh (the ``parts``
     check; skipped without); ``dentition`` the numbering's :class:`~.dentition.DentitionReading` (its
-    finding, each tooth's ``alternative`` number, and what a given dentition explains).
+    finding, each tooth's ``alternative`` number, and what a given dentition explains); ``numbering`` the
+    instance numbering (:class:`~.tooth_numbering.Numbering`): its dentition where ``dentition`` is None,
+    and the split teeth it mended (a ``mended`` finding: a person checks the merge).
     """
     check_jaw(jaw)
     probs = np.asarray(probs, dtype=np.float64)
@@ -216,6 +218,8 @@ def scan_confidence(probs: np.ndarray, classes: np.ndarray, instances: np.ndarra
                                                [by_inst[t.instance] for t in teeth])):
             tooth.width_mm = width
     teeth.sort(key=lambda t: _arch_index(t.fdi))
+    if dentition is None and numbering is not None:
+        dentition = getattr(numbering, "dentition", None)
     explained: set[int] = set()
     if dentition is not None and dentition.used is not None:
         if dentition.alternative is not None:
@@ -235,6 +239,14 @@ def scan_confidence(probs: np.ndarray, classes: np.ndarray, instances: np.ndarra
     if aligned is not None:
         findings += failure_findings(teeth, jaw, aligned, instances, probs, rules)
     findings += parts_finding(len(probs), faces, rules)
+    if getattr(numbering, "mended", None):
+        from .tooth_numbering import arch_classes
+
+        arch = arch_classes(num_classes, jaw)
+        for first, last in numbering.mended:
+            pair = class_to_fdi(arch[[first, last]], jaw, num_classes)
+            findings.append(("mended", f"two pieces numbered {pair[0]} and {pair[1]} merged into one tooth: "
+                                       "a tooth split in two?"))
     text = dentition.finding() if dentition is not None else None
     if text:
         findings.append(("dentition", text))

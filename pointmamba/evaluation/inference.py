@@ -257,7 +257,8 @@ def refine_numbered(probs: np.ndarray, aligned: np.ndarray, faces: np.ndarray, n
                                          areas=vertex_areas(aligned, faces) if len(faces) else None,
                                          shape_model=shape_model, shape_weight=shape_weight,
                                          shape_floor=float(options["shape_floor"]),
-                                         tooth_weight=tooth_weight, dentition=str(options["dentition"]))
+                                         tooth_weight=tooth_weight, dentition=str(options["dentition"]),
+                                         mend_split=bool(options["mend_split"]))
     elif decoded is not None and relabel:
         step("relabelling teeth")
         labels = relabel_teeth(labels, decoded, faces)

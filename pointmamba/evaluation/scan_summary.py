@@ -105,7 +105,7 @@ def review_columns(pred: Any, scan: Any) -> dict[str, Any]:
 
     instances = pred.instances if pred.instances is not None else instances_from_labels(pred.fdi)
     conf = scan_confidence(pred.probs, pred.classes, instances, scan.jaw, pred.aligned, pred.instance_probs,
-                           faces=scan.faces, dentition=getattr(pred.numbering, "dentition", None))
+                           faces=scan.faces, numbering=pred.numbering)
     return {"review": conf.review, "findings": " ".join(sorted({kind for kind, _ in conf.findings}))}
 
 

@@ -152,6 +152,7 @@ class Numbering:
     last_posterior: np.ndarray
     instances: list[Instance] = field(default_factory=list)
     dentition: Any = None  # dentition.DentitionReading: how the lone-premolar pattern was read (None: not asked)
+    mended: list[tuple[int, int]] = field(default_factory=list)  # arch-index pairs merged into one tooth (mending.py)
 
 
 def _options() -> tuple[np.ndarray, np.ndarray]:
@@ -354,7 +355,7 @@ def number_teeth(labels: np.ndarray, probs: np.ndarray, aligned: np.ndarray, fac
                  num_classes: int, priors: ArchPriors | None = None, areas: np.ndarray | None = None,
                  temperature: float = 1.0, min_vertices: int = 20, shape_model: Any = None,
                  shape_weight: float = 0.0, shape_floor: float = 0.0, tooth_weight: float = 0.0,
-                 dentition: str | None = None) -> tuple[np.ndarray, Numbering]:
+                 dentition: str | None = None, mend_split: bool = False) -> tuple[np.ndarray, Numbering]:
     """Renumber the teeth of ``labels`` (per-vertex classes, e.g. after the graph cut) as whole instances
     (see module doc). Returns the new labels and the :class:`Numbering` (instances, options, posteriors).
 
@@ -365,7 +366,9 @@ def number_teeth(labels: np.ndarray, probs: np.ndarray, aligned: np.ndarray, fac
     ``shape_floor`` of the uniform (a cap on what one confident error of the classifier costs), and, where
     it has a "no tooth" output, tells a tooth from bare ridge, weighed by ``tooth_weight``. ``dentition``
     ``auto`` | ``permanent`` | ``mixed`` reads the sides of the lone-premolar pattern that way
-    (:mod:`.dentition`; None: the numbering alone, as before the dentition existed)."""
+    (:mod:`.dentition`; None: the numbering alone, as before the dentition existed). ``mend_split``: two
+    neighbouring instances that look like one tooth split in two are merged and the arch numbered again
+    (:mod:`.mending`; the merged pairs' arch indices in ``Numbering.mended``)."""
     if jaw not in ("upper", "lower"):
         raise ValueError(f"number_teeth: jaw must be 'upper' or 'lower', got {jaw!r}")
     priors = priors or default_priors(jaw)
@@ -374,17 +377,23 @@ def number_teeth(labels: np.ndarray, probs: np.ndarray, aligned: np.ndarray, fac
 
     edges = mesh_edges(faces)
     pieces = merge_fragments(tooth_pieces(labels, edges), edges, labels, aligned, min_vertices)
-    instances, frame = measure_instances(aligned, pieces)
     classes = arch_classes(num_classes, jaw)
     w = np.ones(len(labels)) if areas is None else np.asarray(areas, dtype=np.float64)
-    mean_probs = np.array([np.average(probs[inst.vertices], axis=0, weights=w[inst.vertices] + 1e-12)
-                           for inst in instances]).reshape(len(instances), probs.shape[1])
-    shape, tooth = None, None
-    if shape_model is not None and (shape_weight > 0 or tooth_weight > 0):
-        from .tooth_shape import shape_evidence
 
-        shape, tooth = shape_evidence(shape_model, aligned, faces, instances, frame.centre, jaw)
-        shape = (1.0 - shape_floor) * shape + shape_floor / 8.0
+    def measured(pieces: list[np.ndarray]) -> tuple[list[Instance], np.ndarray, Any, Any]:
+        """The instances of ``pieces`` along the arch, their mean probabilities and shape evidence."""
+        instances, frame = measure_instances(aligned, pieces)
+        mean_probs = np.array([np.average(probs[inst.vertices], axis=0, weights=w[inst.vertices] + 1e-12)
+                               for inst in instances]).reshape(len(instances), probs.shape[1])
+        shape, tooth = None, None
+        if shape_model is not None and (shape_weight > 0 or tooth_weight > 0):
+            from .tooth_shape import shape_evidence
+
+            shape, tooth = shape_evidence(shape_model, aligned, faces, instances, frame.centre, jaw)
+            shape = (1.0 - shape_floor) * shape + shape_floor / 8.0
+        return instances, mean_probs, shape, tooth
+
+    instances, mean_probs, shape, tooth = measured(pieces)
 
     def renumber(forced: dict[int, int] | None) -> Numbering:
         return number_instances(instances, mean_probs[:, classes], mean_probs[:, 0], priors, temperature,
@@ -394,11 +403,22 @@ def number_teeth(labels: np.ndarray, probs: np.ndarray, aligned: np.ndarray, fac
         return numbered_labels(labels, numbering, classes, priors)
 
     numbering = renumber(None)
+    mended: list[tuple[int, int]] = []
+    if mend_split:
+        from .mending import merged_pieces, split_pairs
+
+        pairs = split_pairs(numbering, priors)
+        if pairs:
+            mended = [(numbering.options[i][0], numbering.options[j][0]) for i, j in pairs]
+            instances, mean_probs, shape, tooth = measured(merged_pieces(numbering.instances, pairs))
+            numbering = renumber(None)
+    numbering.mended = mended
     out = to_labels(numbering)
     if dentition is not None:
         from .dentition import read_dentition
 
         numbering, out = read_dentition(numbering, out, renumber, to_labels, aligned, jaw, num_classes, dentition)
+        numbering.mended = mended
     return out, numbering
 
 

@@ -19,6 +19,7 @@ def split_pairs(numbering, priors: ArchPriors) -> list[tuple[int, int]]:
     than ``split_half`` x its number's typical width, together at most ``split_sum`` x the wider one's,
     their nearest vertices within ``split_gap_mm``. No instance is in two pairs."""
     from .confidence import ReviewRules
+    from .review_checks import looks_split
     from .tooth_numbering import gap_mm
 
     rules = ReviewRules()
@@ -28,10 +29,8 @@ def split_pairs(numbering, priors: ArchPriors) -> list[tuple[int, int]]:
     while i + 1 < len(instances):
         a, b = options[i], options[i + 1]
         if a is not None and b is not None and a[0] == a[1] and b[0] == b[1] and b[0] == a[0] + 1:
-            wa, wb = instances[i].width, instances[i + 1].width
-            ta, tb = float(priors.width_mean[a[0]]), float(priors.width_mean[b[0]])
-            if (wa < rules.split_half * ta and wb < rules.split_half * tb and wa + wb <= rules.split_sum * max(ta, tb)
-                    and gap_mm(instances[i], instances[i + 1]) <= rules.split_gap_mm):
+            if looks_split(instances[i].width, instances[i + 1].width, float(priors.width_mean[a[0]]),
+                           float(priors.width_mean[b[0]]), gap_mm(instances[i], instances[i + 1]), rules):
                 out.append((i, i + 1))
                 i += 2
                 continue

@@ -34,6 +34,15 @@ def _typical(jaw: str, fdi: int) -> float:
     return float(FITTED[jaw]["width_mean"][fdi % 10 - 1])
 
 
+def looks_split(width_a: float, width_b: float, typical_a: float, typical_b: float, gap: float,
+                rules: "ReviewRules") -> bool:
+    """Two neighbouring teeth of measured widths ``width_a``, ``width_b`` (mm) whose numbers' typical widths
+    are ``typical_a``, ``typical_b``, ``gap`` mm apart: each about half a tooth, touching, together one
+    tooth (the ``split`` check; the mend's condition, :mod:`.mending`)."""
+    return (width_a < rules.split_half * typical_a and width_b < rules.split_half * typical_b
+            and width_a + width_b <= rules.split_sum * max(typical_a, typical_b) and gap <= rules.split_gap_mm)
+
+
 def _tooth_extent(theta: np.ndarray, radius: np.ndarray) -> float:
     """The extent along the arch (mm) of points at angles ``theta`` (degrees) and ``radius`` (mm): their
     5th-95th percentile angle span times their median radius; 0 for fewer than MIN_TOOTH_VERTICES."""
@@ -69,8 +78,7 @@ def failure_findings(teeth: list["ToothConfidence"], jaw: str, aligned: np.ndarr
         ia, ib = inst[k], inst[k + 1]
         ta, tb = _typical(jaw, a.fdi), _typical(jaw, b.fdi)
         gap = gap_mm(ia, ib)
-        if (ia.width < rules.split_half * ta and ib.width < rules.split_half * tb
-                and ia.width + ib.width <= rules.split_sum * max(ta, tb) and gap <= rules.split_gap_mm):
+        if looks_split(ia.width, ib.width, ta, tb, gap, rules):
             out.append(("split", f"teeth {a.fdi} and {b.fdi} each about half a tooth wide ({ia.width:.1f} and "
                                  f"{ib.width:.1f} mm, typical {ta:.1f} and {tb:.1f}) and touching: one tooth split in two?"))
             continue

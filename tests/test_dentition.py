@@ -174,6 +174,10 @@ def test_predict_takes_the_dentition_and_the_dentition_file(tmp_path: Path) -> N
     # IOS009_lower is a child's arch: 33, primary molars 34, 35, first molar 36 on both sides
     assert second["confidence"]["dentition"]["used"] == "mixed" and {34, 35, 36, 44, 45, 46} <= set(second["labels"])
     assert 37 not in second["labels"] and 47 not in second["labels"]
+    import csv
+
+    table = {r["output"]: r for r in csv.DictReader((tmp_path / "file" / "summary.csv").open())}
+    assert table["IOS017_upper"]["dentition"] == "permanent (given)" and table["IOS009_lower"]["dentition"] == "mixed (given)"
     code, _, err = run_tool("predict", str(upper), "--out", str(tmp_path / "flag"), "--dentition", "mixed")
     assert code == 0, err
     doc = json.loads((tmp_path / "flag" / "IOS017_upper.json").read_text())

@@ -443,7 +443,7 @@ class Run:
     # ------------------------------------------------------------------ summary.csv
     def _row_keys(self) -> dict[str, None]:
         keys = ["scan", "output", "jaw", "vertices", "teeth", "num_teeth", "min_confidence", "review", "findings",
-                "seconds"]
+                "seconds", "dentition"]
         if any(self.references):
             keys += ["accuracy", "miou", "TSA", "TLA", "TIR", "wrong_teeth"]
         return dict.fromkeys(keys + ["status", "error"])
@@ -455,7 +455,7 @@ class Run:
                     "teeth": " ".join(map(str, result.teeth)), "num_teeth": len(result.teeth),
                     "min_confidence": None if conf is None else round(conf, 4),
                     "review": "yes" if result.review else "no", "findings": "; ".join(result.confidence.reasons),
-                    "seconds": round(seconds, 2), "status": "done"})
+                    "seconds": round(seconds, 2), "status": "done", "dentition": _dentition_cell(result)})
         if any(self.references):
             m = metrics or {}
             row.update({k: (round(m[k], 4) if k in m else None) for k in ("accuracy", "miou", "TSA", "TLA", "TIR")})
@@ -498,6 +498,15 @@ def _sha256(path: Path) -> str:
         for block in iter(lambda: fh.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+def _dentition_cell(result: Any) -> str:
+    """summary.csv's ``dentition``: the reading used for a side of canine, one premolar, molars and how it
+    was chosen ("permanent (given)", "mixed (auto)"); empty for an arch without such a side."""
+    reading = result.confidence.dentition or {}
+    if not reading.get("used"):
+        return ""
+    return f"{reading['used']} ({'auto' if reading['requested'] == 'auto' else 'given'})"
 
 
 def _tooth_suffixes() -> tuple[str, ...]:

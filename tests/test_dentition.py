@@ -138,7 +138,11 @@ def test_a_real_val_arch_through_the_api_in_both_readings(shipped, tmp_path: Pat
     assert any(f["kind"] == "dentition" for f in doc["findings"])
     assert any(t.get("alternative") for t in doc["teeth"])  # the other reading's numbers
     used = doc["dentition"]["used"]
-    np.testing.assert_array_equal(auto.labels, (permanent if used == "permanent" else mixed).labels)
+    if used == "as numbered":  # the network reads a side neither way: kept, flagged, not forced
+        assert not any(np.array_equal(auto.labels, r.labels) for r in (permanent, mixed))
+        assert "kept as numbered" in next(f["text"] for f in doc["findings"] if f["kind"] == "dentition")
+    else:
+        np.testing.assert_array_equal(auto.labels, (permanent if used == "permanent" else mixed).labels)
     # the review page carries each tooth's other number for its hover text
     from pointmamba.report import ReviewPage
 
@@ -201,3 +205,29 @@ def test_the_test_summary_reports_the_three_groups_of_the_pattern() -> None:
     assert summary["lone premolar side, dentition given"]["mean_scan_miou"] == pytest.approx(0.85)
     assert summary["lone premolar side, dentition given"]["flagged"] == 0.0  # the given run's own flag
     assert "| lone premolar side, dentition given | 2 | 0.8500 |" in summary_table(summary)
+
+
+def test_auto_keeps_a_side_the_network_reads_neither_way_and_flags_it() -> None:
+    """Canine, one premolar-sized tooth the network calls 4, then molars 6, 7 (a second premolar missing):
+    neither reading. ``auto`` keeps the numbering as the network and the arch priors give it, flags the scan
+    naming both readings and offers the cheaper one as each tooth's alternative; a given dentition forces it."""
+    scan, classes, probs = _pattern_arch()
+    called = classes.copy()
+    for true, said in ((35, 34), (45, 44)):
+        called[scan.labels == true] = fdi_to_class(np.array([said]), "lower", 17)[0]
+    probs = np.full((len(called), 17), 0.2 / 16)
+    probs[np.arange(len(called)), called] = 0.8
+    plain, _ = number_teeth(called, probs, scan.vertices, scan.faces, "lower", 17)
+    numbers = _numbers(scan.labels, class_to_fdi(plain, "lower", 17))
+    assert (numbers[35], numbers[36], numbers[45], numbers[46]) == (34, 36, 44, 46), numbers  # neither reading
+    labels, numbering = number_teeth(called, probs, scan.vertices, scan.faces, "lower", 17, dentition="auto")
+    np.testing.assert_array_equal(labels, plain)
+    reading = numbering.dentition
+    assert reading.neither and reading.used is None and reading.alternative is not None
+    instances, iprobs = numbered_instances(numbering, labels, 17, "lower")
+    conf = scan_confidence(probs, labels, instances, "lower", scan.vertices, iprobs, dentition=reading)
+    assert conf.review and "kept as numbered" in dict(conf.findings)["dentition"]
+    assert conf.to_json()["dentition"]["used"] == "as numbered"
+    assert any(t.alternative for t in conf.teeth)
+    forced, _ = number_teeth(called, probs, scan.vertices, scan.faces, "lower", 17, dentition="permanent")
+    assert _numbers(scan.labels, class_to_fdi(forced, "lower", 17)) == PERMANENT

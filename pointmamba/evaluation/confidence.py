@@ -221,7 +221,7 @@ def scan_confidence(probs: np.ndarray, classes: np.ndarray, instances: np.ndarra
     if dentition is None and numbering is not None:
         dentition = getattr(numbering, "dentition", None)
     explained: set[int] = set()
-    if dentition is not None and dentition.used is not None:
+    if dentition is not None and (dentition.used is not None or dentition.neither):
         if dentition.alternative is not None:
             other = class_to_fdi(dentition.alternative, jaw, num_classes)
             for t in teeth:

@@ -12,7 +12,10 @@ primary tooth under its permanent successor's number:
 * ``auto`` (default): the likelier of the two under the numbering's own model (the lower cost of the
   two constrained numberings, which is the unconstrained one wherever that already reads one way), and
   the scan is always flagged, naming both readings; each affected tooth carries the other reading's
-  number as its ``alternative``.
+  number as its ``alternative``. Where the numbering reads the side neither way (premolar 4, first
+  molar 6: a second premolar missing, a third reading), ``auto`` keeps it as numbered and flags it,
+  the cheaper reading as the alternative: forcing one of the two changed 9 of the 187 shared arches,
+  3 better and 6 worse (3 of them arches whose reference has no such side).
 
 Only the pattern's sides are constrained (their canine, premolar-sized and molar-sized teeth take the
 reading's numbers); the numbering then runs as before around them. An arch without the pattern is
@@ -51,6 +54,7 @@ class DentitionReading:
     sides: dict[int, dict[str, list[int]]] = field(default_factory=dict)
     costs: dict[str, float] = field(default_factory=dict)
     alternative: np.ndarray | None = None
+    neither: bool = False  # auto, and the numbering reads the side neither way: kept as numbered
 
     @property
     def other(self) -> str | None:
@@ -59,20 +63,21 @@ class DentitionReading:
 
     def to_json(self) -> dict[str, object]:
         """Plain data for the prediction's JSON."""
-        return {"requested": self.requested, "used": self.used,
+        return {"requested": self.requested, "used": "as numbered" if self.neither else self.used,
                 "pattern_sides": {str(q): v for q, v in sorted(self.sides.items())},
                 "costs": {k: round(v, 3) for k, v in self.costs.items()}}
 
     def finding(self) -> str | None:
         """The review text under ``auto`` (both readings, per side), None where nothing is to be decided."""
-        if self.requested != "auto" or self.used is None:
+        if self.requested != "auto" or (self.used is None and not self.neither):
             return None
         parts = []
         for quadrant, by_reading in sorted(self.sides.items()):
             readings = [f"{r} {' '.join(map(str, by_reading[r]))}" for r in READINGS if r in by_reading]
             parts.append(f"quadrant {quadrant}: " + " or ".join(readings))
-        return (f"a side of canine, one premolar, molars reads two ways ({'; '.join(parts)}): read as "
-                f"{self.used}; give the dentition (permanent: a premolar's space closed; mixed: primary molars)")
+        read = "kept as numbered (neither reading)" if self.neither else f"read as {self.used}"
+        return (f"a side of canine, one premolar, molars reads two ways ({'; '.join(parts)}): {read}; "
+                "give the dentition (permanent: a premolar's space closed; mixed: primary molars)")
 
 
 def reading_numbers(behind: list[int], reading: str) -> list[int] | None:
@@ -138,7 +143,12 @@ def read_dentition(numbering, labels: np.ndarray, renumber: Callable[[dict[int, 
         reading.costs[r] = float(results[r][0].cost)
     if not results:  # the given reading needs a 9th number here: left as numbered
         return numbering, labels
-    reading.used = min(results, key=lambda r: reading.costs[r])
+    cheaper = min(results, key=lambda r: reading.costs[r])
+    if dentition == "auto" and all(results[r][0] is not numbering for r in results):
+        reading.neither = True
+        reading.alternative = results[cheaper][1]
+        return numbering, labels
+    reading.used = cheaper
     chosen, chosen_labels = results[reading.used]
     if dentition == "auto" and reading.other in results:
         reading.alternative = results[reading.other][1]

@@ -54,9 +54,11 @@ def pick(before: str, out: str) -> None:
     print(f"measured ({len(rest)}): [{', '.join(rest)}]")
 
 
-def figures(values: list[float]) -> str:
-    m = np.array(values)
-    return f"{m.mean():.3f} | {np.percentile(m, 10):.3f} | {int((m >= KEPT).sum())}/{len(m)}"
+def figures(before: list[float], after: list[float]) -> str:
+    """``mean | 10th pct | kept`` columns, each ``before -> after``."""
+    b, a = np.array(before), np.array(after)
+    return (f"{b.mean():.3f} -> {a.mean():.3f} | {np.percentile(b, 10):.3f} -> {np.percentile(a, 10):.3f} | "
+            f"{int((b >= KEPT).sum())} -> {int((a >= KEPT).sum())} of {len(b)}")
 
 
 def compare(before: str, after: str, reviewed: str) -> None:
@@ -65,11 +67,10 @@ def compare(before: str, after: str, reviewed: str) -> None:
     measured = sorted(set(a) - set(corrected))
     patients = {n.rsplit("_", 1)[0] for n in corrected}
     other = [n for n in measured if n.rsplit("_", 1)[0] not in patients]
-    print("| jaws | n | mean scan mIoU before -> after | 10th pct | kept (>= 0.80) |\n|---|---|---|---|---|")
+    print("| jaws | n | mean scan mIoU, before -> after | 10th pct | kept (>= 0.80) |\n|---|---|---|---|---|")
     for label, names in (("measured (not corrected)", measured), ("measured, corrected patients' other jaws left out", other),
                          ("corrected (fit, not held out)", corrected)):
-        print(f"| {label} | {len(names)} | {figures([b[n]['miou'] for n in names])} -> "
-              f"{figures([a[n]['miou'] for n in names])} | | |".replace(" | | |", ""))
+        print(f"| {label} | {len(names)} | {figures([b[n]['miou'] for n in names], [a[n]['miou'] for n in names])} |")
     print("\n| jaw | corrected | mIoU before | after | change | TIR before | after |\n|---|---|---|---|---|---|---|")
     for n in sorted(a, key=lambda n: a[n]["miou"] - b[n]["miou"]):
         print(f"| {n} | {'yes' if n in corrected else ''} | {b[n]['miou']:.3f} | {a[n]['miou']:.3f} | "

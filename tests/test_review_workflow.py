@@ -154,6 +154,21 @@ def _keys(b: browser.Browser, *keys: str) -> None:
     ActionChains(b.driver).send_keys(*keys).perform()
 
 
+def _hover(b: browser.Browser, plot, spot: tuple[int, int], nudge: bool = False) -> bool:
+    """Move the mouse to ``spot`` (pixels from the plot's centre); True when it is over the mesh."""
+    from selenium.common.exceptions import TimeoutException
+    from selenium.webdriver.common.action_chains import ActionChains
+
+    if nudge:
+        ActionChains(b.driver).move_to_element_with_offset(plot, spot[0] + 3, spot[1] + 3).perform()
+    ActionChains(b.driver).move_to_element_with_offset(plot, *spot).perform()
+    try:
+        b.wait("(document.querySelector('#plot .hovertext') || {}).textContent", 5)
+        return True
+    except TimeoutException:  # that point missed the mesh
+        return False
+
+
 def _click(b: browser.Browser) -> None:
     """A click where the mouse is (pressed a moment: plotly's 3D view reads a bare click late)."""
     from selenium.webdriver.common.action_chains import ActionChains
@@ -210,8 +225,6 @@ def test_a_correction_made_on_the_page_downloads_as_teeth3ds_json(samples, page:
     reason = browser.missing()
     if reason:
         pytest.skip(reason)
-    from selenium.common.exceptions import TimeoutException
-    from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.common.keys import Keys
 
     from pointmamba.data import instances_from_labels, read_labels, read_mesh
@@ -231,19 +244,15 @@ def test_a_correction_made_on_the_page_downloads_as_teeth3ds_json(samples, page:
 
         # repaint: a region clicked in the 3D view, cut by a plane clicked at the same point, given away
         plot = b.driver.find_element("id", "plot")
-        for dx, dy in ((0, -120), (-150, -40), (150, -40), (0, 60), (-250, 80), (250, 80)):
-            ActionChains(b.driver).move_to_element_with_offset(plot, dx, dy).perform()
-            try:
-                b.wait("(document.querySelector('#plot .hovertext') || {}).textContent", 5)
-            except TimeoutException:  # that point missed the mesh
-                continue
-            _click(b)
-            break
+        spot = next(spot for spot in ((0, -120), (-150, -40), (150, -40), (0, 60), (-250, 80), (250, 80))
+                    if _hover(b, plot, spot))
+        _click(b)
         picked = b.wait("document.getElementById('selection').textContent.startsWith('selected') && "
                         "document.getElementById('selection').textContent")
         region = int(picked.rsplit("(", 1)[1].split()[0])
         label = int(b.driver.find_element("id", "number").get_attribute("value"))
         _keys(b, "c")
+        assert _hover(b, plot, spot, nudge=True)  # the redrawn view hovers anew before it takes a click
         _click(b)  # the plane through the same point
         cut = b.wait("document.getElementById('selection').textContent.includes('one side of the cut') && "
                      "document.getElementById('selection').textContent")

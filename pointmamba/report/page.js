@@ -14,7 +14,7 @@
   const viewer = document.getElementById("viewer");
   const plot = document.getElementById("plot");
   const $ = (id) => document.getElementById(id);
-  const WRONG = "#d62728", RIGHT = "#d9d9d9", SELECTED = "#ffd400";
+  const WRONG = "#d62728", RIGHT = "#d9d9d9";
   const STORE = "pointmamba-review:" + (report.run || "");
   let current = null;  // the index of the scan in the 3D view
   let mode = "prediction";
@@ -458,8 +458,22 @@
       const src = which === "reference" ? a.reference : e.labels;
       for (let v = 0; v < a.n; v++) out[v] = scan.palette[src[v]] || "#888888";
     }
-    if (which !== "reference" && e.selection) for (const v of e.selection) out[v] = SELECTED;
+    if (which !== "reference" && e.selection) {  // the selection as it is, the rest faded (every bright colour is a tooth's)
+      const chosen = new Uint8Array(a.n);
+      for (const v of e.selection) chosen[v] = 1;
+      for (let v = 0; v < a.n; v++) if (!chosen[v]) out[v] = faded(out[v]);
+    }
     return out;
+  }
+  const fadedCache = new Map();
+  function faded(colour) {  // "#rrggbb" or "rgb(r,g,b)" mixed 70 % with white
+    let f = fadedCache.get(colour);
+    if (f === undefined) {
+      const c = colour[0] === "#" ? [1, 3, 5].map((i) => parseInt(colour.slice(i, i + 2), 16)) : colour.match(/\d+/g).map(Number);
+      f = `rgb(${c.map((x) => Math.round(0.3 * x + 0.7 * 255)).join(",")})`;
+      fadedCache.set(colour, f);
+    }
+    return f;
   }
 
   function hoverText(scan) {
@@ -524,6 +538,7 @@
     }
     if (scan.review) bits.push("review: " + scan.reasons.join("; "));
     if (mode === "errors") bits.push("red: wrong vertices, grey: right");
+    if (editOf(scan).selection) bits.push("the selection in full colour, the rest faded");
     if (mode === "compare") bits.push("left: reference, right: prediction (the cameras move together)");
     if (mode === "uncertainty" && a.margin) {
       let low = 0;
@@ -536,6 +551,7 @@
   const SCENE = {aspectmode: "data", xaxis: {visible: false}, yaxis: {visible: false}, zaxis: {visible: false},
                  camera: {eye: {x: 0, y: -0.55, z: 1.6}, up: {x: 0, y: 1, z: 0}}};
   let linking = false;
+  let lastClick = {vertex: -1, time: 0};
 
   function draw() {
     const scan = scans[current];
@@ -544,8 +560,10 @@
     const layout = {margin: {l: 0, r: 0, t: 0, b: 0}, paper_bgcolor: "#ffffff", showlegend: false,
                     uirevision: scan.name + (mode === "compare" ? ":2" : ":1")};  // the camera kept when colours change
     if (mode === "compare") {
-      layout.scene = Object.assign({}, SCENE, {domain: {x: [0, 0.5], y: [0, 1]}});
-      layout.scene2 = Object.assign({}, SCENE, {domain: {x: [0.5, 1], y: [0, 1]}});
+      // each scene half as wide: the eye further out, so that the whole arch fits
+      const half = Object.assign({}, SCENE, {camera: {eye: {x: 0, y: -0.9, z: 2.6}, up: {x: 0, y: 1, z: 0}}});
+      layout.scene = Object.assign({}, half, {domain: {x: [0, 0.5], y: [0, 1]}});
+      layout.scene2 = Object.assign({}, half, {domain: {x: [0.5, 1], y: [0, 1]}});
       layout.annotations = [{text: "reference", x: 0.25, y: 1, xref: "paper", yref: "paper", showarrow: false, yanchor: "top"},
                             {text: "prediction", x: 0.75, y: 1, xref: "paper", yref: "paper", showarrow: false, yanchor: "top"}];
     } else {
@@ -558,7 +576,10 @@
         plot.on("plotly_click", (ev) => {
           const pt = ev && ev.points && ev.points[0];
           if (!pt || current === null || pt.curveNumber !== (mode === "compare" ? 2 : 0) || mode === "reference") return;
-          const v = pt.pointNumber;
+          const v = pt.pointNumber, now = Date.now();
+          // plotly's 3D view reports one click twice (press and release, about 0.25 s apart): taken once
+          if (v === lastClick.vertex && now - lastClick.time < 600) return;
+          lastClick = {vertex: v, time: now};
           setTimeout(() => clickVertex(v), 0);  // redrawn after plotly's own click handling, not inside it
         });
         plot.on("plotly_relayout", linkCameras);

@@ -1,24 +1,43 @@
 """A self-contained review page for many segmented scans (``tools/predict.py ... --report DIR/index.html``).
 
-One HTML file that opens from disk with no network: a grid of every scan (thumbnail, teeth found, review
-flags, metrics where a reference was given), sortable by confidence; a click opens an interactive 3D view
-(rotate, zoom, teeth coloured by FDI with their numbers, hover shows the number and its confidence; with
-a reference, toggles for the reference and the wrong vertices).
+One HTML file that opens from disk with no network, to work through a batch:
+
+* a grid of every scan: a thumbnail (the occlusal view with the FDI numbers, drawn at the card's size by
+  :func:`~pointmamba.evaluation.render.render_thumbnail`), a dental chart (:func:`dental_chart`: the 16
+  teeth a full arch has, found or missing, each found tooth's confidence and runner-up), the review
+  findings and metrics where a reference was given; sortable, filterable to the flagged scans;
+* a 3D view of one scan (rotate, zoom, teeth coloured by FDI with their numbers, hover: number, confidence,
+  reference), in the view modes prediction, reference, compare (reference and prediction side by side,
+  their cameras linked), errors and uncertainty (per vertex, the margin between the two most probable
+  classes: :func:`margin_uint8`);
+* keys to work through it (next, previous, accept, flag, next view; listed on the page), accept / flag
+  marks kept in the browser's localStorage under the run's id (:attr:`ReviewPage.run`) and downloadable
+  as a CSV, formulas neutralized as :func:`pointmamba.atomic_file.csv_cell` does;
+* deep links that choose the scan and the view: ``index.html#scan=MSN001_lower&view=uncertainty``;
+* corrections: a tooth (clicked in the 3D view or the chart) gets another number; a region (the connected
+  vertices of one label under a click, a brush of N mm, or one side of a cutting plane clicked through it)
+  is given to a neighbour, a new number or the gingiva; undo, reset. The result downloads as a Teeth3DS
+  JSON per scan (``id_patient``, ``jaw``, ``labels``, ``instances``). The page's mesh is the scan's own,
+  nothing decimated or merged (vertex k is the file's vertex k), so the labels are per original vertex in
+  file order, as :func:`pointmamba.data.teeth3ds.read_labels` reads them.
 
 The 3D view is plotly.js (its ``gl3d`` bundle, vendored in ``vendor/`` and inlined once). Meshes travel as
 base64 little-endian typed arrays, decoded in the browser only when a scan is opened: positions quantized
 to uint16 per axis over the scan's bounding box (``origin + q * step``; the step is the box's size / 65535,
-about 1.5 um for a 100 mm arch), faces uint16 (under 65,536 vertices) or uint32, FDI labels uint8.
-Measured on a real scan subdivided to 82k and to 324k vertices (two faces per vertex): 4.2 MB of page per
-100k vertices with a reference, 4.1 MB without (float32 positions gave 5.0 MB), plus a thumbnail of about
-15 kB per scan and the viewer (1.75 MB) once per page. In headless Chromium a 98 MB page (seven 324k-vertex
-scans) showed its grid within a second; one such scan's 3D view drew in 13 s (software WebGL).
+about 1.5 um for a 100 mm arch), faces uint16 (under 65,536 vertices) or uint32, FDI labels and the
+uncertainty margin uint8. Measured on a real scan (MSN021_lower) subdivided to 81k and 323k vertices (two
+faces per vertex), segmented by the tiny model: 4.4 MB of page per 100k vertices with a reference, 4.3 MB
+without (4.2 / 4.1 before the margin; float32 positions gave 5.0 MB), plus a thumbnail of about 20 kB per
+scan and the viewer (1.75 MB) once per page. In headless Chromium (software WebGL) the 323k-vertex scan
+drew in 7 s, its uncertainty view in 8 s, reference and prediction side by side in 12 s.
 
 Size bound: scans are spooled to disk as they are added (:meth:`ReviewPage.add` keeps nothing of a scan in
 memory), and :meth:`ReviewPage.write` streams them into the page. Up to ``PAGE_SCANS`` (25) scans and
 ``PAGE_BYTES`` (100 MB) of scan data make one page; a larger batch gets one page per chunk
 (``index-01.html``, ``index-02.html`` ... beside ``index.html``) and ``index.html`` becomes an index of
-every scan (no thumbnails or meshes) linking to the page that shows it.
+every scan (no thumbnails or meshes) linking to the page that shows it. 50 full-resolution scans of about
+150k vertices (6.6 MB each) make four pages of at most 15 scans and the index; the index shows every
+scan's marks, since the pages of one run share them.
 
 Everything embedded is JSON with ``<``, ``>``, ``&``, U+2028 and U+2029 escaped (``\\u003c`` ...), so no
 file name can close or comment out the page's ``<script>`` elements, and without NaN or Infinity

@@ -300,3 +300,43 @@ def test_deep_links_choose_the_view_and_the_side_by_side_cameras_move_together(p
         assert _rendered(b) == "MSN023_lower:errors"
         assert b.driver.execute_script("return location.hash") == "#scan=MSN023_lower&view=errors"
         assert b.console_errors() == []
+
+
+@pytest.mark.slow
+def test_a_brush_stroke_is_kept_by_the_browser_and_downloads_after_a_reload(samples, page: Path, tmp_path: Path) -> None:
+    reason = browser.missing()
+    if reason:
+        pytest.skip(reason)
+    from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support.ui import Select
+
+    from pointmamba.data import read_labels
+
+    result, _, _ = next(s for s in samples if s[0].name == "MSN023_lower")
+    radius = 2.5
+    with browser.Browser() as b:
+        allow_downloads(b.driver, tmp_path)
+        _open(b, page.as_uri() + "#scan=MSN023_lower")
+        assert _rendered(b) == "MSN023_lower:prediction"
+        Select(b.driver.find_element("id", "pick")).select_by_value("brush")
+        size = b.driver.find_element("id", "brush")
+        size.clear()
+        size.send_keys(str(radius))
+        plot = b.driver.find_element("id", "plot")
+        b.driver.find_element("id", "viewer-title").click()  # out of the number field: keys go to the page again
+        assert next(spot for spot in ((0, -120), (-150, -40), (150, -40), (0, 60)) if _hover(b, plot, spot))
+        _click(b)
+        b.wait("document.getElementById('selection').textContent.startsWith('selected: brush')")
+        _keys(b, "0", Keys.ENTER)  # to the gingiva
+        b.wait("document.getElementById('edits').textContent.includes('corrected')")
+        b.driver.refresh()  # the corrections are kept by the browser
+        _open(b, page.as_uri() + "#scan=MSN023_lower")
+        assert _rendered(b) == "MSN023_lower:prediction"
+        b.driver.find_element("id", "download-json").click()
+        doc = read_labels(downloaded(tmp_path, "MSN023_lower.json"), len(result.labels))
+        assert b.console_errors() == []
+    changed = np.flatnonzero(doc.labels != result.labels)
+    assert len(changed) and np.all(doc.labels[changed] == 0)
+    # the stroke: every vertex within the radius of the clicked one (those that were gingiva already unchanged)
+    near = lambda v: np.flatnonzero(np.linalg.norm(result.aligned - result.aligned[v], axis=1) <= radius)  # noqa: E731
+    assert any(np.array_equal(changed, np.setdiff1d(near(v), np.flatnonzero(result.labels == 0))) for v in changed)

@@ -250,7 +250,8 @@
     if (scan._edit) return scan._edit;
     const a = meshArrays(scan);
     const labels = Uint8Array.from(a.predicted);
-    const saved = stored("/labels/" + scan.source, null);
+    let saved = null;  // base64 of the corrected labels, where this browser kept them
+    try { saved = localStorage.getItem(STORE + "/labels/" + scan.source); } catch (err) { /* storage off */ }
     if (saved) {
       const back = decode(saved, Uint8Array);
       if (back.length === a.n) labels.set(back);

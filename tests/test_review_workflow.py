@@ -115,7 +115,8 @@ def test_the_thumbnail_is_the_occlusal_view_with_numbers_readable_at_its_size(sa
     bare = np.asarray(Image.open(io.BytesIO(render_thumbnail(*args, np.zeros_like(result.labels), colors, classes))))
     boxes, count = ndimage.label(np.abs(numbered.astype(int) - bare).sum(2) > 0)
     sizes = ndimage.sum_labels(np.ones(boxes.shape), boxes, range(1, count + 1))
-    heights = [s[0].stop - s[0].start for s, n in zip(ndimage.find_objects(boxes), sizes) if n > 100]  # labels, not slivers
+    # the number labels, not the slivers where two labels overlap
+    heights = [s[0].stop - s[0].start for s, n in zip(ndimage.find_objects(boxes), sizes) if n > 100]
     # each number on a white label 16 px tall, its digits about 12 px (the four panels shrunk gave about 4 px)
     assert len(heights) >= 4 and min(heights) >= 15, heights
 
@@ -139,6 +140,19 @@ def test_the_page_documents_its_keys_and_holds_what_a_correction_needs(samples, 
 
 
 # ---------------------------------------------------------------------------------------------- browser
+
+@pytest.fixture
+def b(tmp_path: Path):
+    """Headless Chromium (``b``, as tests/support/browser.py names it) saving the page's downloads into
+    ``tmp_path``; skipped where it cannot run."""
+    reason = browser.missing()
+    if reason:
+        pytest.skip(reason)
+    with browser.Browser() as chromium:
+        allow_downloads(chromium.driver, tmp_path)
+        yield chromium
+
+
 def _open(b: browser.Browser, url: str) -> None:
     b.driver.get(url)
     b.wait("document.querySelectorAll('.card').length")
@@ -177,54 +191,47 @@ def _click(b: browser.Browser) -> None:
 
 
 @pytest.mark.slow
-def test_keys_walk_the_scans_and_the_marks_download_as_csv(page: Path, tmp_path: Path) -> None:
-    reason = browser.missing()
-    if reason:
-        pytest.skip(reason)
+def test_keys_walk_the_scans_and_the_marks_download_as_csv(page: Path, tmp_path: Path, b: browser.Browser) -> None:
     from selenium.webdriver.common.keys import Keys
 
-    with browser.Browser() as b:
-        allow_downloads(b.driver, tmp_path)
-        _open(b, page.as_uri())
-        order = [c.get_attribute("data-name") for c in b.driver.find_elements("css selector", ".card")]
-        _keys(b, Keys.ARROW_RIGHT, Keys.ARROW_RIGHT, Keys.ENTER)  # the grid: move to the second card, open it
-        assert _rendered(b) == f"{order[1]}:prediction"
-        _keys(b, "a")  # accept
-        assert b.wait("document.getElementById('accept').classList.contains('on')")
-        _keys(b, "n")
-        assert _rendered(b) == f"{order[2]}:prediction"
-        _keys(b, "f", "p")  # flag this one, back to the previous
-        assert _rendered(b) == f"{order[1]}:prediction"
-        _keys(b, Keys.ARROW_LEFT)
-        assert _rendered(b) == f"{order[0]}:prediction"
-        _keys(b, "v")  # the next view mode
-        assert _rendered(b) == f"{order[0]}:reference"
-        _keys(b, Keys.ESCAPE)
-        assert b.wait("!document.getElementById('viewer').classList.contains('open')")
-        next(c for c in b.driver.find_elements("css selector", ".card") if c.get_attribute("data-name") == HOSTILE).click()
-        _rendered(b)
-        _keys(b, "f", Keys.ESCAPE)
-        cards = {c.get_attribute("data-name"): c.text for c in b.driver.find_elements("css selector", ".card")}
-        assert "accepted" in cards[order[1]] and "flagged" in cards[order[2]]
+    _open(b, page.as_uri())
+    order = [c.get_attribute("data-name") for c in b.driver.find_elements("css selector", ".card")]
+    _keys(b, Keys.ARROW_RIGHT, Keys.ARROW_RIGHT, Keys.ENTER)  # the grid: move to the second card, open it
+    assert _rendered(b) == f"{order[1]}:prediction"
+    _keys(b, "a")  # accept
+    assert b.wait("document.getElementById('accept').classList.contains('on')")
+    _keys(b, "n")
+    assert _rendered(b) == f"{order[2]}:prediction"
+    _keys(b, "f", "p")  # flag this one, back to the previous
+    assert _rendered(b) == f"{order[1]}:prediction"
+    _keys(b, Keys.ARROW_LEFT)
+    assert _rendered(b) == f"{order[0]}:prediction"
+    _keys(b, "v")  # the next view mode
+    assert _rendered(b) == f"{order[0]}:reference"
+    _keys(b, Keys.ESCAPE)
+    assert b.wait("!document.getElementById('viewer').classList.contains('open')")
+    next(c for c in b.driver.find_elements("css selector", ".card") if c.get_attribute("data-name") == HOSTILE).click()
+    _rendered(b)
+    _keys(b, "f", Keys.ESCAPE)
+    cards = {c.get_attribute("data-name"): c.text for c in b.driver.find_elements("css selector", ".card")}
+    assert "accepted" in cards[order[1]] and "flagged" in cards[order[2]]
 
-        b.driver.refresh()  # the marks persist in the browser
-        _open(b, page.as_uri())
-        assert "accepted" in b.driver.find_element("css selector", f".card[data-name='{order[1]}']").text
-        b.driver.find_element("id", "download-marks").click()
-        with open(downloaded(tmp_path, "review-marks.csv"), newline="", encoding="utf-8") as fh:
-            rows = list(csv.DictReader(fh))
-        marks = {r["scan"]: r["mark"] for r in rows}
-        # the formula neutralized, as csv_cell does; the marks as made, the other scans unmarked
-        expected = {name: "" for name in order} | {order[1]: "accepted", order[2]: "flagged", HOSTILE: "flagged"}
-        assert marks == {("'" + n if n == HOSTILE else n): mark for n, mark in expected.items()}
-        assert b.console_errors() == []
+    b.driver.refresh()  # the marks persist in the browser
+    _open(b, page.as_uri())
+    assert "accepted" in b.driver.find_element("css selector", f".card[data-name='{order[1]}']").text
+    b.driver.find_element("id", "download-marks").click()
+    with open(downloaded(tmp_path, "review-marks.csv"), newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    marks = {r["scan"]: r["mark"] for r in rows}
+    # the formula neutralized, as csv_cell does; the marks as made, the other scans unmarked
+    expected = {name: "" for name in order} | {order[1]: "accepted", order[2]: "flagged", HOSTILE: "flagged"}
+    assert marks == {("'" + n if n == HOSTILE else n): mark for n, mark in expected.items()}
+    assert b.console_errors() == []
 
 
 @pytest.mark.slow
-def test_a_correction_made_on_the_page_downloads_as_teeth3ds_json(samples, page: Path, tmp_path: Path) -> None:
-    reason = browser.missing()
-    if reason:
-        pytest.skip(reason)
+def test_a_correction_made_on_the_page_downloads_as_teeth3ds_json(samples, page: Path, tmp_path: Path,
+                                                                  b: browser.Browser) -> None:
     from selenium.webdriver.common.keys import Keys
 
     from pointmamba.data import instances_from_labels, read_labels, read_mesh
@@ -232,37 +239,36 @@ def test_a_correction_made_on_the_page_downloads_as_teeth3ds_json(samples, page:
     result, _, obj = next(s for s in samples if s[0].name == "MSN022_upper")
     tooth = result.teeth[0]
     target = tooth + 1 if tooth % 10 < 8 else tooth - 1  # its neighbour's number
-    with browser.Browser() as b:
-        allow_downloads(b.driver, tmp_path)
-        _open(b, page.as_uri() + "#scan=MSN022_upper")
-        assert _rendered(b) == "MSN022_upper:prediction"
-        # renumber: the tooth's row in the chart, its new number typed, Enter
-        b.driver.find_element("css selector", f"#chart tr[data-fdi='{tooth}']").click()
-        assert f"tooth {tooth}" in b.driver.find_element("id", "selection").text
-        _keys(b, *str(target), Keys.ENTER)
-        assert b.wait("document.getElementById('edits').textContent").startswith(f"{(result.labels == tooth).sum()} vertices corrected")
+    _open(b, page.as_uri() + "#scan=MSN022_upper")
+    assert _rendered(b) == "MSN022_upper:prediction"
+    # renumber: the tooth's row in the chart, its new number typed, Enter
+    b.driver.find_element("css selector", f"#chart tr[data-fdi='{tooth}']").click()
+    assert f"tooth {tooth}" in b.driver.find_element("id", "selection").text
+    _keys(b, *str(target), Keys.ENTER)
+    edits = b.wait("document.getElementById('edits').textContent")
+    assert edits.startswith(f"{(result.labels == tooth).sum()} vertices corrected")
 
-        # repaint: a region clicked in the 3D view, cut by a plane clicked at the same point, given away
-        plot = b.driver.find_element("id", "plot")
-        spot = next(spot for spot in ((0, -120), (-150, -40), (150, -40), (0, 60), (-250, 80), (250, 80))
-                    if _hover(b, plot, spot))
-        _click(b)
-        picked = b.wait("document.getElementById('selection').textContent.startsWith('selected') && "
-                        "document.getElementById('selection').textContent")
-        region = int(picked.rsplit("(", 1)[1].split()[0])
-        label = int(b.driver.find_element("id", "number").get_attribute("value"))
-        _keys(b, "c")
-        assert _hover(b, plot, spot, nudge=True)  # the redrawn view hovers anew before it takes a click
-        _click(b)  # the plane through the same point
-        cut = b.wait("document.getElementById('selection').textContent.includes('one side of the cut') && "
-                     "document.getElementById('selection').textContent")
-        part = int(cut.rsplit("(", 1)[1].split()[0])
-        assert 0 < part < region
-        given = 0 if label else target
-        _keys(b, *str(given), Keys.ENTER)
-        b.driver.find_element("id", "download-json").click()
-        doc = read_labels(downloaded(tmp_path, "MSN022_upper.json"), len(read_mesh(obj)[0]))
-        assert b.console_errors() == []
+    # repaint: a region clicked in the 3D view, cut by a plane clicked at the same point, given away
+    plot = b.driver.find_element("id", "plot")
+    spot = next(spot for spot in ((0, -120), (-150, -40), (150, -40), (0, 60), (-250, 80), (250, 80))
+                if _hover(b, plot, spot))
+    _click(b)
+    picked = b.wait("document.getElementById('selection').textContent.startsWith('selected') && "
+                    "document.getElementById('selection').textContent")
+    region = int(picked.rsplit("(", 1)[1].split()[0])
+    label = int(b.driver.find_element("id", "number").get_attribute("value"))
+    _keys(b, "c")
+    assert _hover(b, plot, spot, nudge=True)  # the redrawn view hovers anew before it takes a click
+    _click(b)  # the plane through the same point
+    cut = b.wait("document.getElementById('selection').textContent.includes('one side of the cut') && "
+                 "document.getElementById('selection').textContent")
+    part = int(cut.rsplit("(", 1)[1].split()[0])
+    assert 0 < part < region
+    given = 0 if label else target
+    _keys(b, *str(given), Keys.ENTER)
+    b.driver.find_element("id", "download-json").click()
+    doc = read_labels(downloaded(tmp_path, "MSN022_upper.json"), len(read_mesh(obj)[0]))
+    assert b.console_errors() == []
 
     # the reader takes it (one label per vertex of the OBJ, in file order); the tooth renumbered whole, the
     # part of the clicked region given away, nothing else changed
@@ -275,38 +281,35 @@ def test_a_correction_made_on_the_page_downloads_as_teeth3ds_json(samples, page:
 
 
 @pytest.mark.slow
-def test_deep_links_choose_the_view_and_the_side_by_side_cameras_move_together(page: Path) -> None:
-    reason = browser.missing()
-    if reason:
-        pytest.skip(reason)
+def test_deep_links_choose_the_view_and_the_side_by_side_cameras_move_together(page: Path, b: browser.Browser) -> None:
     from PIL import Image
 
-    with browser.Browser() as b:
-        _open(b, page.as_uri() + "#scan=MSN021_lower&view=uncertainty")
-        assert _rendered(b) == "MSN021_lower:uncertainty"
-        shot = np.asarray(Image.open(io.BytesIO(b.driver.find_element("id", "plot").screenshot_as_png)).convert("RGB")).astype(int)
-        reddish = (shot[:, :, 0] > 150) & (shot[:, :, 0] - shot[:, :, 2] > 60)  # low margin: red to orange
-        assert reddish.mean() > 0.005, "an untrained model's uncertain vertices are not shown"
+    _open(b, page.as_uri() + "#scan=MSN021_lower&view=uncertainty")
+    assert _rendered(b) == "MSN021_lower:uncertainty"
+    png = b.driver.find_element("id", "plot").screenshot_as_png
+    shot = np.asarray(Image.open(io.BytesIO(png)).convert("RGB")).astype(int)
+    reddish = (shot[:, :, 0] > 150) & (shot[:, :, 0] - shot[:, :, 2] > 60)  # low margin: red to orange
+    assert reddish.mean() > 0.005, "an untrained model's uncertain vertices are not shown"
 
-        b.driver.get(page.as_uri() + "#scan=MSN023_lower&view=compare")
-        assert _rendered(b) == "MSN023_lower:compare"
-        assert b.driver.execute_script("return location.hash") == "#scan=MSN023_lower&view=compare"
-        meshes = b.driver.execute_script("return document.getElementById('plot').data.filter(t => t.type === 'mesh3d').map(t => t.scene)")
-        assert meshes == ["scene", "scene2"]  # the reference beside the prediction
-        eye = {"x": 1.2, "y": -0.4, "z": 0.9}
-        b.driver.execute_script("Plotly.relayout(document.getElementById('plot'), {'scene.camera': {eye: arguments[0]}})", eye)
-        assert b.wait("(document.getElementById('plot').layout.scene2.camera || {}).eye") == eye
-        b.driver.find_element("css selector", "#modes input[value='errors']").click()
-        assert _rendered(b) == "MSN023_lower:errors"
-        assert b.driver.execute_script("return location.hash") == "#scan=MSN023_lower&view=errors"
-        assert b.console_errors() == []
+    b.driver.get(page.as_uri() + "#scan=MSN023_lower&view=compare")
+    assert _rendered(b) == "MSN023_lower:compare"
+    assert b.driver.execute_script("return location.hash") == "#scan=MSN023_lower&view=compare"
+    meshes = b.driver.execute_script(
+        "return document.getElementById('plot').data.filter(t => t.type === 'mesh3d').map(t => t.scene)")
+    assert meshes == ["scene", "scene2"]  # the reference beside the prediction
+    eye = {"x": 1.2, "y": -0.4, "z": 0.9}
+    b.driver.execute_script("Plotly.relayout(document.getElementById('plot'), {'scene.camera': {eye: arguments[0]}})",
+                            eye)
+    assert b.wait("(document.getElementById('plot').layout.scene2.camera || {}).eye") == eye
+    b.driver.find_element("css selector", "#modes input[value='errors']").click()
+    assert _rendered(b) == "MSN023_lower:errors"
+    assert b.driver.execute_script("return location.hash") == "#scan=MSN023_lower&view=errors"
+    assert b.console_errors() == []
 
 
 @pytest.mark.slow
-def test_a_brush_stroke_is_kept_by_the_browser_and_downloads_after_a_reload(samples, page: Path, tmp_path: Path) -> None:
-    reason = browser.missing()
-    if reason:
-        pytest.skip(reason)
+def test_a_brush_stroke_is_kept_by_the_browser_and_downloads_after_a_reload(samples, page: Path, tmp_path: Path,
+                                                                           b: browser.Browser) -> None:
     from selenium.webdriver.common.keys import Keys
     from selenium.webdriver.support.ui import Select
 
@@ -314,27 +317,25 @@ def test_a_brush_stroke_is_kept_by_the_browser_and_downloads_after_a_reload(samp
 
     result, _, _ = next(s for s in samples if s[0].name == "MSN023_lower")
     radius = 2.5
-    with browser.Browser() as b:
-        allow_downloads(b.driver, tmp_path)
-        _open(b, page.as_uri() + "#scan=MSN023_lower")
-        assert _rendered(b) == "MSN023_lower:prediction"
-        Select(b.driver.find_element("id", "pick")).select_by_value("brush")
-        size = b.driver.find_element("id", "brush")
-        size.clear()
-        size.send_keys(str(radius))
-        plot = b.driver.find_element("id", "plot")
-        b.driver.find_element("id", "viewer-title").click()  # out of the number field: keys go to the page again
-        assert next(spot for spot in ((0, -120), (-150, -40), (150, -40), (0, 60)) if _hover(b, plot, spot))
-        _click(b)
-        b.wait("document.getElementById('selection').textContent.startsWith('selected: brush')")
-        _keys(b, "0", Keys.ENTER)  # to the gingiva
-        b.wait("document.getElementById('edits').textContent.includes('corrected')")
-        b.driver.refresh()  # the corrections are kept by the browser
-        _open(b, page.as_uri() + "#scan=MSN023_lower")
-        assert _rendered(b) == "MSN023_lower:prediction"
-        b.driver.find_element("id", "download-json").click()
-        doc = read_labels(downloaded(tmp_path, "MSN023_lower.json"), len(result.labels))
-        assert b.console_errors() == []
+    _open(b, page.as_uri() + "#scan=MSN023_lower")
+    assert _rendered(b) == "MSN023_lower:prediction"
+    Select(b.driver.find_element("id", "pick")).select_by_value("brush")
+    size = b.driver.find_element("id", "brush")
+    size.clear()
+    size.send_keys(str(radius))
+    plot = b.driver.find_element("id", "plot")
+    b.driver.find_element("id", "viewer-title").click()  # out of the number field: keys go to the page again
+    assert next(spot for spot in ((0, -120), (-150, -40), (150, -40), (0, 60)) if _hover(b, plot, spot))
+    _click(b)
+    b.wait("document.getElementById('selection').textContent.startsWith('selected: brush')")
+    _keys(b, "0", Keys.ENTER)  # to the gingiva
+    b.wait("document.getElementById('edits').textContent.includes('corrected')")
+    b.driver.refresh()  # the corrections are kept by the browser
+    _open(b, page.as_uri() + "#scan=MSN023_lower")
+    assert _rendered(b) == "MSN023_lower:prediction"
+    b.driver.find_element("id", "download-json").click()
+    doc = read_labels(downloaded(tmp_path, "MSN023_lower.json"), len(result.labels))
+    assert b.console_errors() == []
     changed = np.flatnonzero(doc.labels != result.labels)
     assert len(changed) and np.all(doc.labels[changed] == 0)
     # the stroke: every vertex within the radius of the clicked one (those that were gingiva already unchanged)

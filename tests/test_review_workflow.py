@@ -214,7 +214,10 @@ def test_keys_walk_the_scans_and_the_marks_download_as_csv(page: Path, tmp_path:
     _rendered(b)
     _keys(b, "f", Keys.ESCAPE)
     cards = {c.get_attribute("data-name"): c.text for c in b.driver.find_elements("css selector", ".card")}
-    assert "accepted" in cards[order[1]] and "flagged" in cards[order[2]]
+    assert "accepted" in cards[order[1]] and "flagged" in cards[order[2]] and "flagged" in cards[HOSTILE]
+    assert b.driver.execute_script("return document.activeElement.dataset.name") == HOSTILE  # back on its card
+    _keys(b, "a")  # on the grid: marks the card in focus
+    assert b.wait("document.activeElement.textContent.includes('accepted')")
 
     b.driver.refresh()  # the marks persist in the browser
     _open(b, page.as_uri())
@@ -224,7 +227,7 @@ def test_keys_walk_the_scans_and_the_marks_download_as_csv(page: Path, tmp_path:
         rows = list(csv.DictReader(fh))
     marks = {r["scan"]: r["mark"] for r in rows}
     # the formula neutralized, as csv_cell does; the marks as made, the other scans unmarked
-    expected = {name: "" for name in order} | {order[1]: "accepted", order[2]: "flagged", HOSTILE: "flagged"}
+    expected = {name: "" for name in order} | {order[1]: "accepted", order[2]: "flagged", HOSTILE: "accepted"}
     assert marks == {("'" + n if n == HOSTILE else n): mark for n, mark in expected.items()}
     assert b.console_errors() == []
 

@@ -55,7 +55,6 @@
     try { localStorage.setItem(STORE + key, typeof value === "string" ? value : JSON.stringify(value)); return true; } catch (e) { return false; }
   }
   function marks() { return stored("/marks", {}); }  // read each time: another page of this run may have marked scans
-  function markOf(scan) { return marks()[scan.source] || {}; }
   function setMark(scan, kind) {  // "accepted" or "flagged"; the same again clears it
     const all = marks();
     const m = all[scan.source] || {};
@@ -126,8 +125,8 @@
     });
     return strip;
   }
-  function markBadges(scan, title) {
-    const m = markOf(scan);
+  function markBadges(scan, title, all) {  // all: the marks, read once per grid (an index may list thousands)
+    const m = all[scan.source] || {};
     if (m.mark === "accepted") title.appendChild(el("span", {class: "badge accepted mark"}, "accepted"));
     if (m.mark === "flagged") title.appendChild(el("span", {class: "badge marked-flag mark"}, "flagged"));
     if (m.corrected) title.appendChild(el("span", {class: "badge accepted mark"}, "corrected"));
@@ -143,7 +142,7 @@
     title.appendChild(el("span", {}, scan.name));
     const badges = el("span", {class: "badges"});
     badges.appendChild(el("span", {class: "badge " + (scan.review ? "review" : "ok")}, scan.review ? "review" : "ok"));
-    markBadges(scan, badges);
+    // the reviewer's marks: added by showMarks, which drawGrid calls
     title.appendChild(badges);
     body.appendChild(title);
     body.appendChild(el("div", {class: "muted"},
@@ -194,14 +193,15 @@
   }
 
   function showMarks() {  // the mark badges of every card and the viewer's buttons, from the stored marks
+    const all = marks();
     for (const c of grid.querySelectorAll(".card[data-index]")) {
       const badges = c.querySelector(".badges");
       for (const b of badges.querySelectorAll(".mark")) b.remove();
-      markBadges(scans[+c.dataset.index], badges);
+      markBadges(scans[+c.dataset.index], badges, all);
       c.classList.toggle("current", +c.dataset.index === current);
     }
     if (current !== null) {
-      const m = markOf(scans[current]);
+      const m = all[scans[current].source] || {};
       $("accept").classList.toggle("on", m.mark === "accepted");
       $("flag").classList.toggle("on", m.mark === "flagged");
     }

@@ -344,3 +344,28 @@ def test_a_brush_stroke_is_kept_by_the_browser_and_downloads_after_a_reload(samp
     # the stroke: every vertex within the radius of the clicked one (those that were gingiva already unchanged)
     near = lambda v: np.flatnonzero(np.linalg.norm(result.aligned - result.aligned[v], axis=1) <= radius)  # noqa: E731
     assert any(np.array_equal(changed, np.setdiff1d(near(v), np.flatnonzero(result.labels == 0))) for v in changed)
+
+
+@pytest.mark.slow
+def test_the_index_of_a_chunked_run_shows_and_downloads_the_marks_of_every_page(samples, tmp_path: Path,
+                                                                               b: browser.Browser,
+                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    from pointmamba.report import ReviewPage, review_page
+
+    monkeypatch.setattr(review_page, "PAGE_SCANS", 2)  # the bound itself is 25: a small one, same rule
+    page = ReviewPage()
+    for result, ref, path in samples:
+        page.add(result, ref, None, source=str(path))
+    index = page.write(tmp_path / "pages" / "index.html")
+    assert [p.name for p in page.written] == ["index-01.html", "index-02.html", "index.html"]
+    _open(b, (tmp_path / "pages" / "index-02.html").as_uri())
+    name = b.driver.find_element("css selector", ".card").get_attribute("data-name")
+    _keys(b, "k", "a")  # the grid: focus the card, accept it
+    _open(b, index.as_uri())
+    cards = {c.get_attribute("data-name"): c.text for c in b.driver.find_elements("css selector", ".card")}
+    assert len(cards) == 3 and "accepted" in cards[name] and sum("accepted" in t for t in cards.values()) == 1
+    b.driver.find_element("id", "download-marks").click()
+    with open(downloaded(tmp_path, "review-marks.csv"), newline="", encoding="utf-8") as fh:
+        marks = {r["scan"]: r["mark"] for r in csv.DictReader(fh)}
+    assert marks == {s[0].name: ("accepted" if s[0].name == name else "") for s in samples}
+    assert b.console_errors() == []

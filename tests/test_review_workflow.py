@@ -284,7 +284,8 @@ def test_a_correction_made_on_the_page_downloads_as_teeth3ds_json(samples, page:
 
 
 @pytest.mark.slow
-def test_deep_links_choose_the_view_and_the_side_by_side_cameras_move_together(page: Path, b: browser.Browser) -> None:
+def test_deep_links_choose_the_view_and_the_side_by_side_cameras_move_together(samples, page: Path,
+                                                                               b: browser.Browser) -> None:
     from PIL import Image
 
     _open(b, page.as_uri() + "#scan=MSN021_lower&view=uncertainty")
@@ -307,6 +308,16 @@ def test_deep_links_choose_the_view_and_the_side_by_side_cameras_move_together(p
     b.driver.find_element("css selector", "#modes input[value='errors']").click()
     assert _rendered(b) == "MSN023_lower:errors"
     assert b.driver.execute_script("return location.hash") == "#scan=MSN023_lower&view=errors"
+
+    tooth = next(s for s in samples if s[0].name == "MSN022_upper")[0].teeth[-1]
+    b.driver.get(page.as_uri() + f"#scan=MSN022_upper&tooth={tooth}")  # a link selects a tooth
+    assert b.wait("document.getElementById('selection').textContent").startswith(f"selected: tooth {tooth} (")
+    b.driver.find_element("id", "close").click()
+    b.driver.find_element("css selector", ".card[data-name='MSN021_lower'] .chart span.sure, "
+                          ".card[data-name='MSN021_lower'] .chart span.unsure, "
+                          ".card[data-name='MSN021_lower'] .chart span.low").click()  # a found tooth of a card's chart
+    assert _rendered(b) == "MSN021_lower:prediction"
+    assert b.wait("document.getElementById('selection').textContent").startswith("selected: tooth ")
     assert b.console_errors() == []
 
 

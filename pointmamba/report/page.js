@@ -115,13 +115,15 @@
     if (c.confidence < (scan.review_below ?? 0.65)) return "low";
     return c.confidence < 0.9 ? "unsure" : "sure";
   }
-  function chartStrip(scan) {  // the full arch as a dental chart reads, patient's right first
+  function chartStrip(scan, index) {  // the full arch as a dental chart reads, patient's right first; a click opens that tooth
     const strip = el("div", {class: "chart", "aria-label": "dental chart"});
     scan.chart.forEach((c, k) => {
       const title = c.found ? `tooth ${c.fdi}: confidence ${fmt(c.confidence, 2)}, runner-up ${c.runner_up} ${fmt(c.runner_up_confidence, 2)}` +
         (c.twice ? " (number used twice)" : "") : `tooth ${c.fdi}: not found`;
-      strip.appendChild(el("span", {class: toothClass(scan, c) + (k === scan.chart.length / 2 - 1 ? " mid" : ""),
-                                    title: title, "data-fdi": c.fdi}, String(c.fdi)));
+      const cell = el("span", {class: toothClass(scan, c) + (k === scan.chart.length / 2 - 1 ? " mid" : ""),
+                               title: title, "data-fdi": c.fdi}, String(c.fdi));
+      cell.addEventListener("click", (ev) => { ev.stopPropagation(); openTooth(index, c.fdi); });
+      strip.appendChild(cell);
     });
     return strip;
   }
@@ -148,7 +150,7 @@
     body.appendChild(el("div", {class: "muted"},
       `${scan.teeth.length} teeth · lowest confidence ${fmt(scan.min_confidence, 2)}`));
     if (scan.chart && scan.chart.length) {
-      body.appendChild(chartStrip(scan));
+      body.appendChild(chartStrip(scan, index));
       const missing = scan.chart.filter((c) => !c.found).map((c) => c.fdi);
       body.appendChild(el("div", {class: "missing-line"}, missing.length ? "not found: " + missing.join(" ") : "all 16 teeth found"));
     }
@@ -642,6 +644,15 @@
     return setMode(view || "prediction");
   }
 
+  function openTooth(index, fdi) {  // the scan's 3D view with that tooth selected (#scan=NAME&tooth=FDI)
+    const scan = scans[index];
+    if (scan.page) {
+      location.href = encodeURIComponent(scan.page) + "#scan=" + encodeURIComponent(scan.name) + "&tooth=" + fdi;
+      return Promise.resolve();
+    }
+    return openScan(index).then(() => selectFdi(fdi));
+  }
+
   function step(delta) {  // the next (+1) or previous (-1) scan in the grid's order that has a 3D view
     const open = order.filter((i) => !scans[i].failed);
     if (!open.length) return Promise.resolve();
@@ -750,12 +761,13 @@
     }
     return out;
   }
-  function openFromHash() {  // a link such as index.html#scan=MSN001_lower&view=uncertainty opens that scan so
+  function openFromHash() {  // index.html#scan=MSN001_lower&view=uncertainty opens that scan so; &tooth=36 selects 36
     const want = parseHash();
     const index = scans.findIndex((s) => s.name === want.scan);
     if (index < 0) return;
-    if (index !== current) openScan(index, want.view);
-    else if (want.view && want.view !== mode) setMode(want.view);
+    const opened = index !== current ? openScan(index, want.view)
+      : (want.view && want.view !== mode ? setMode(want.view) : Promise.resolve());
+    if (want.tooth && !scans[index].page) opened.then(() => selectFdi(Number(want.tooth)));
   }
   window.addEventListener("hashchange", openFromHash);
   openFromHash();

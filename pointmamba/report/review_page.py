@@ -13,7 +13,8 @@ One HTML file that opens from disk with no network, to work through a batch:
 * keys to work through it (next, previous, accept, flag, next view; listed on the page), accept / flag
   marks kept in the browser's localStorage under the run's id (:attr:`ReviewPage.run`) and downloadable
   as a CSV, formulas neutralized as :func:`pointmamba.atomic_file.csv_cell` does;
-* deep links that choose the scan and the view: ``index.html#scan=MSN001_lower&view=uncertainty``;
+* deep links that choose the scan, the view and a tooth to select: ``index.html#scan=MSN001_lower&view=uncertainty``,
+  ``#scan=MSN001_lower&tooth=36`` (a tooth of a card's chart opens so);
 * corrections: a tooth (clicked in the 3D view or the chart) gets another number; a region (the connected
   vertices of one label under a click, a brush of N mm, or one side of a cutting plane clicked through it)
   is given to a neighbour, a new number or the gingiva; undo, reset. The result downloads as a Teeth3DS

@@ -83,7 +83,8 @@ class Segmenter:
         ``.vertices`` and ``.faces`` (a ``trimesh.Trimesh``) or a :class:`~pointmamba.data.Scan`.
 
         ``jaw`` ``"upper"`` / ``"lower"`` (default: the file name ``*_upper`` / ``*_lower`` or a label file
-        beside it; needed by the 17-class model); ``units`` of the coordinates, ``auto`` (from the scan's
+        beside it, else told from the teeth: ``result.confidence.jaw`` says how, and a thin margin is flagged
+        for review); ``units`` of the coordinates, ``auto`` (from the scan's
         size; a rescale is warned about), ``mm``, ``cm`` or ``m``; ``name`` for messages and output names;
         ``dentition`` this scan's (default: the Segmenter's). Bad input raises ValueError naming the file (or ``name``) and what is wrong.
         """
@@ -98,7 +99,6 @@ class Segmenter:
 
     def load(self, scan: Any, jaw: str | None = None, name: str | None = None) -> Any:  # -> Scan
         """The checked :class:`~pointmamba.data.Scan` that ``__call__`` segments (see there)."""
-        from .data.errors import ScanFormatError
         from .data.integrity import check_jaw_size
         from .data.mesh import check_mesh, mesh_arrays
         from .data.preflight import load_predict_scan
@@ -125,9 +125,6 @@ class Segmenter:
                             f".vertices and .faces, or a Scan, got {type(scan).__name__}")
         where = out.path or name or out.name
         check_jaw_size(out.vertices, where)
-        if self.num_classes == 17 and out.jaw is None:
-            raise ScanFormatError(where, "jaw", "jaw unknown: name the file *_upper / *_lower or pass "
-                                                "jaw='upper' | 'lower' (the 17-class model numbers teeth per jaw)")
         if name is not None:
             out.meta = {**out.meta, "name": name}
         return out
@@ -155,10 +152,15 @@ class Segmenter:
         instances = getattr(pred, "instances", None)  # an instance-level numbering's own, where it has them
         if instances is None:
             instances = instances_from_labels(pred.fdi)
-        jaw = scan.jaw or _jaw_of(pred.fdi)  # a 33-class model numbers both jaws: its teeth say which
+        # given or told from the teeth (17 classes); a 33-class model numbers both jaws: its teeth say which
+        jaw = pred.jaw or scan.jaw or _jaw_of(pred.fdi)
         confidence = scan_confidence(pred.probs, pred.classes, instances, jaw, pred.aligned,
                                      getattr(pred, "instance_probs", None), self.rules, faces=scan.faces,
                                      numbering=pred.numbering)
+        if pred.jaw_call is not None:
+            confidence.jaw = pred.jaw_call.to_json()
+            if pred.jaw_call.finding() is not None:
+                confidence.findings.append(pred.jaw_call.finding())
         name = scan.meta.get("name") or scan.name
         return Segmentation(name=name, id_patient=str(scan.id_patient or name), jaw=jaw,
                             vertices=scan.vertices, faces=scan.faces, aligned=pred.aligned, labels=pred.fdi,

@@ -59,13 +59,25 @@ def test_a_rerun_into_the_same_out_stops_before_the_model_loads(ckpt: Path, tmp_
     assert one_error_line(code, err) and "exists (not written by this run)" in err, err
 
 
-def test_a_scan_without_a_jaw_stops_before_the_model_loads(ckpt: Path, tmp_path: Path, model_loads: list[str]) -> None:
-    """The issue's 'Patient 7 mandible.stl' stopped with "jaw unknown" after the model had loaded."""
+def test_a_scan_without_a_jaw_is_segmented_and_the_jaw_file_names_it(ckpt: Path, tmp_path: Path,
+                                                                      model_loads: list[str]) -> None:
+    """The issue's 'Patient 7 mandible.stl' stopped with "jaw unknown" after the model had loaded: now its jaw
+    is told from its teeth, or given per scan by --jaw-file, whose bad rows stop the run before the model loads."""
     scan = tmp_path / "Patient 7 mandible.obj"
     shutil.copy(SAMPLE, scan)
     code, _, err = predict(ckpt, scan, "--out", tmp_path / "out", *FAST)
-    assert one_error_line(code, err) and "jaw unknown" in err and "Patient 7 mandible.obj" in err, err
-    assert model_loads == [] and not (tmp_path / "out").exists()
+    assert code == 0, err
+    assert json.loads((tmp_path / "out" / "Patient 7 mandible.json").read_text())["confidence"]["jaw"]["source"] == "teeth"
+    table = tmp_path / "jaws.csv"
+    table.write_text("scan,jaw\nPatient 7 mandible,Lower\n")
+    code, _, err = predict(ckpt, scan, "--out", tmp_path / "named", "--jaw-file", table, *FAST)
+    doc = json.loads((tmp_path / "named" / "Patient 7 mandible.json").read_text())
+    assert code == 0 and doc["jaw"] == "lower" and doc["confidence"]["jaw"]["source"] == "given", err
+    loads = len(model_loads)
+    table.write_text("Patient 7 mandible,mandible\n")
+    code, _, err = predict(ckpt, scan, "--out", tmp_path / "bad", "--jaw-file", table, *FAST)
+    assert one_error_line(code, err) and "jaws.csv line 1" in err and "unknown jaw 'mandible'" in err, err
+    assert len(model_loads) == loads and not (tmp_path / "bad").exists()
 
 
 def test_skip_existing_skips_complete_scans_and_redoes_half_written_ones(ckpt: Path, tmp_path: Path,

@@ -52,20 +52,26 @@ def test_predict_real_scan_writes_full_resolution_json(tiny_run: tuple[Path, lis
     assert (tmp_path / "MSN001_lower.ply").stat().st_size > 0 and (tmp_path / "MSN001_lower.png").stat().st_size > 0
 
 
-def test_predict_needs_a_jaw(tiny_run: tuple[Path, list[str]], tmp_path: Path) -> None:
+def test_predict_takes_the_jaw_or_tells_it_from_the_teeth(tiny_run: tuple[Path, list[str]], tmp_path: Path) -> None:
+    """A name that does not say the jaw: told from the teeth (recorded as such), or given by --jaw; with the
+    numbering off nothing can tell it, and the scan fails naming it."""
     work, _ = tiny_run
     from pointmamba.data import synthetic_jaw, write_obj
 
     scan = synthetic_jaw(3, "upper", 3000)
     write_obj(tmp_path / "patient.obj", scan.vertices, scan.faces)
     cmd = [sys.executable, str(ROOT / "tools" / "predict.py"), str(tmp_path / "patient.obj"), "--checkpoint",
-           str(work / "last.pth"), "--out", str(tmp_path / "o")]
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=300)
-    assert proc.returncode == 2 and "jaw unknown" in proc.stderr
-    proc = subprocess.run(cmd + ["--jaw", "upper"], capture_output=True, text=True, cwd=ROOT, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    labels = np.array(json.loads((tmp_path / "o" / "patient.json").read_text())["labels"])
-    assert len(labels) == len(scan.vertices)
+           str(work / "last.pth")]
+    for out, extra, source in (("teeth", [], "teeth"), ("given", ["--jaw", "upper"], "given")):
+        proc = subprocess.run(cmd + ["--out", str(tmp_path / out)] + extra, capture_output=True, text=True,
+                              cwd=ROOT, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        doc = json.loads((tmp_path / out / "patient.json").read_text())
+        assert len(doc["labels"]) == len(scan.vertices)
+        assert doc["confidence"]["jaw"]["source"] == source and doc["jaw"] == doc["confidence"]["jaw"]["used"]
+    proc = subprocess.run(cmd + ["--out", str(tmp_path / "off"), "--set", "infer.instance_numbering=false"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert proc.returncode == 1 and "jaw unknown" in proc.stderr and "patient.obj" in proc.stderr, proc.stderr[-2000:]
 
 
 def test_test_tool_writes_metrics(tiny_run: tuple[Path, list[str]], tmp_path: Path) -> None:

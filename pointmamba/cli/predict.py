@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Segment your own scans (OBJ/PLY/STL) at full resolution with a trained checkpoint.
 
-    tools/predict.py SCAN_OR_FOLDER [...] [--checkpoint CKPT] [--jaw upper|lower] [--units auto|mm|cm|m] --out DIR
+    tools/predict.py SCAN_OR_FOLDER [...] [--checkpoint CKPT] [--jaw upper|lower] [--jaw-file CSV]
+                     [--units auto|mm|cm|m] --out DIR
                      [--overwrite] [--reference JSON ... | --reference auto] [--set infer.KEY=VALUE ...]
                      [--report DIR/index.html] [--export-teeth] [--strict] [--skip-existing] [--layout flat|per-scan]
                      [--dentition auto|permanent|mixed] [--dentition-file CSV]
@@ -37,7 +38,10 @@ molar 6); auto (default) picks the likelier, flags the scan naming both readings
 reading's number as each tooth's "alternative" in the JSON. --dentition-file gives it per scan: CSV rows
 "scan stem,dentition". Arches without that side are numbered alike under all three.
 
-The jaw comes from --jaw, else the file name (*_upper / *_lower) or a label file beside it. Scans in cm or
+The jaw comes from --jaw-file's row for the scan, else --jaw, else the file name (*_upper / *_lower) or a
+label file beside it, else from the teeth: the arch numbered under both jaws' tooth widths, the likelier
+kept (the JSON's confidence.jaw holds the margin; a thin one, or a named jaw the teeth contradict, is
+flagged for review; docs/results/jaw_from_teeth). Scans in cm or
 m are detected from their size and scaled to mm with a warning (--units to say). Every output and then
 every input is checked before the model loads, so before any work; nothing is written over an input or a file this run
 did not write (--overwrite replaces earlier results, and removes an earlier run's tooth meshes of the same
@@ -76,7 +80,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("scans", nargs="+", help="mesh files (.obj, .ply, .stl) or folders of them (recursive)")
     parser.add_argument("--checkpoint", help="checkpoint written by tools/train.py (default: the shipped model)")
-    parser.add_argument("--jaw", choices=("upper", "lower"), help="jaw of every scan (default: from file name)")
+    parser.add_argument("--jaw", choices=("upper", "lower"),
+                        help="jaw of every scan (default: the file name or a label file beside it, else told from "
+                             "the teeth)")
+    parser.add_argument("--jaw-file", metavar="CSV", help="per-scan jaw: rows 'scan stem,upper|lower' (over --jaw "
+                                                          "for the scans it names)")
     parser.add_argument("--out", required=True, help="output directory")
     parser.add_argument("--device", default="auto", help="auto | cpu | cuda")
     parser.add_argument("--reference", nargs="+", default=[],
@@ -166,6 +174,9 @@ class Run:
         from pointmamba.evaluation.dentition import read_dentition_file
 
         self.dentitions = read_dentition_file(args.dentition_file) if args.dentition_file else {}
+        from pointmamba.data.scan_table import read_scan_table
+
+        self.jaws = read_scan_table(args.jaw_file, "jaw", ("upper", "lower")) if args.jaw_file else {}
         self.failed: list[tuple[Path, str]] = []  # (scan, one-line reason), at the check or at run time
         self.plan = dict(zip(self.paths, self._plan_outputs()))  # the outputs first: before the model loads
         self.checkpoint = resolve_checkpoint(args.checkpoint)
@@ -208,7 +219,7 @@ class Run:
 
         i = self.index[path]  # every inference option, defaults included: a changed default redoes the scan
         return {"checkpoint_sha256": self.sha256, "infer": resolve_infer(self.infer), "units": self.args.units,
-                "jaw": self.args.jaw, "dentition": self.dentitions.get(path.stem, self.args.dentition),
+                "jaw": self.jaws.get(path.stem, self.args.jaw), "dentition": self.dentitions.get(path.stem, self.args.dentition),
                 "reference": None if not self.references or self.references[i] is None else str(self.references[i])}
 
     def _skip_complete(self) -> list[Path]:
@@ -243,7 +254,7 @@ class Run:
 
         args = self.args
         references = [self.references[self.index[p]] for p in paths] if self.references else []
-        inputs = check_predict_inputs(paths, args.jaw, args.units, references, need_jaw=num_classes == 17,
+        inputs = check_predict_inputs(paths, args.jaw, args.units, references, jaw_by_stem=self.jaws,
                                       warn=lambda m: tqdm.write(printable(m), file=sys.stderr),
                                       failed=None if args.strict else self.failed,
                                       max_extent_mm=grid_reach_mm(grid_size), progress=len(paths) > 1)
@@ -352,7 +363,7 @@ class Run:
                "checkpoint": str(self.checkpoint.resolve()), "checkpoint_sha256": self.sha256,
                "inference": self.segmenter.infer if self.segmenter else {**self.infer, "dentition": args.dentition},
                "device": str(self.segmenter.device) if self.segmenter else None,
-               "options": {"jaw": args.jaw, "units": args.units, "dentition": args.dentition,
+               "options": {"jaw": args.jaw, "jaw_file": args.jaw_file, "units": args.units, "dentition": args.dentition,
                            "dentition_file": args.dentition_file, "export_teeth": args.export_teeth,
                            "layout": args.layout, "skip_existing": args.skip_existing, "overwrite": args.overwrite,
                            "report": None if self.report is None else str(self.report)},
@@ -443,7 +454,7 @@ class Run:
     # ------------------------------------------------------------------ summary.csv
     def _row_keys(self) -> dict[str, None]:
         keys = ["scan", "output", "jaw", "vertices", "teeth", "num_teeth", "min_confidence", "review", "findings",
-                "seconds", "dentition"]
+                "seconds", "dentition", "jaw_from"]
         if any(self.references):
             keys += ["accuracy", "miou", "TSA", "TLA", "TIR", "wrong_teeth"]
         return dict.fromkeys(keys + ["status", "error"])
@@ -451,7 +462,10 @@ class Run:
     def _summary_row(self, path: Path, stem: str, result: Any, seconds: float, metrics: dict | None) -> dict:
         conf = result.confidence.min_confidence
         row = dict.fromkeys(self._row_keys())
-        row.update({"scan": str(path), "output": stem, "jaw": result.jaw, "vertices": len(result.labels),
+        call = result.confidence.jaw or {}  # given (a name, --jaw) or told from the teeth, with its margin
+        jaw_from = f"{call['source']} ({call['margin_nats']} nats)" if call.get("source") == "teeth" else "given"
+        row.update({"scan": str(path), "output": stem, "jaw": result.jaw, "jaw_from": jaw_from,
+                    "vertices": len(result.labels),
                     "teeth": " ".join(map(str, result.teeth)), "num_teeth": len(result.teeth),
                     "min_confidence": None if conf is None else round(conf, 4),
                     "review": "yes" if result.review else "no", "findings": "; ".join(result.confidence.reasons),
@@ -483,7 +497,7 @@ def _reason(exc: BaseException, path: Path) -> str:
 
 def _checkpoint_facts(checkpoint: Path) -> tuple[int, Any]:
     """(number of classes, grid size) from the checkpoint's stored config, without building the network:
-    the input check needs them (the 17-class model needs each scan's jaw; the grid bounds a scan's size)."""
+    the input check needs them (the grid bounds a scan's size)."""
     from pointmamba.training.checkpoint import checkpoint_config, load_checkpoint
 
     config = checkpoint_config(load_checkpoint(checkpoint, map_location="cpu"), checkpoint)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from ..data.errors import ScanFormatError, ScanWarning
 from ..data.integrity import check_jaw_size
@@ -80,14 +80,16 @@ def load_predict_scan(path: str | Path, jaw: str | None = None) -> Any:  # -> Sc
 
 
 def check_predict_inputs(scans: Sequence[str | Path], jaw: str | None = None, units: str = "auto",
-                         references: Sequence[str | Path | None] = (), need_jaw: bool = False,
+                         references: Sequence[str | Path | None] = (), jaw_by_stem: Mapping[str, str] | None = None,
                          warn: Callable[[str], None] = print, failed: list[tuple[Path, str]] | None = None,
                          max_extent_mm: float = float("inf"), progress: bool = False) -> list[PredictInput]:
     """Read and check every scan (and reference: one per scan, None for a scan without) now; raise
     :class:`InputError` for the first bad one (counting the others), or, where ``failed`` is a list, append
     ``(path, one-line reason)`` to it for each bad one and return the good ones. A scan wider than
     ``max_extent_mm`` in its units (what the model's grid holds) is a bad one. Unit warnings are passed to
-    ``warn`` once, here; ``progress`` shows a progress bar (a large folder takes minutes)."""
+    ``warn`` once, here; ``progress`` shows a progress bar (a large folder takes minutes). A scan's jaw is
+    ``jaw_by_stem``'s for its stem, else ``jaw``, else its name's or its label file's, else None (told from
+    its teeth at prediction)."""
     from tqdm import tqdm
 
     from ..data.teeth3ds import read_labels
@@ -100,11 +102,8 @@ def check_predict_inputs(scans: Sequence[str | Path], jaw: str | None = None, un
     for i, path in enumerate(tqdm(scans, desc="checking scans", unit="scan", disable=not progress, leave=False)):
         path = Path(path)
         try:
-            scan = load_predict_scan(path, jaw)
+            scan = load_predict_scan(path, (jaw_by_stem or {}).get(path.stem, jaw))  # None: told from the teeth
             check_jaw_size(scan.vertices, path)
-            if need_jaw and scan.jaw is None:
-                raise ScanFormatError(path, "jaw", "jaw unknown: name the file *_upper / *_lower or pass "
-                                                   "--jaw upper|lower (the 17-class model numbers teeth per jaw)")
             decision = infer_units(scan.vertices, units, path)
             check_fits(decision, max_extent_mm, path)
             ref = labels = None

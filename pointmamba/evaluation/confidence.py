@@ -23,7 +23,8 @@ Per scan: the lowest tooth confidence, and ``review`` with one reason per findin
   gingiva, or real ones missed, are the likely errors there);
 * a side of the lone-premolar pattern read under ``auto`` dentition (both readings named; :mod:`.dentition`);
 * a tooth split in two, a tooth dropped between two teeth or at the arch's end, a mesh of several large
-  parts (:mod:`.review_checks`); two instances the numbering merged as one split tooth (:mod:`.mending`).
+  parts (:mod:`.review_checks`); two instances the numbering merged as one split tooth (:mod:`.mending`);
+* a jaw told from the teeth by a thin margin, or a named jaw the teeth contradict (:mod:`.jaw_from_teeth`).
 
 A side read under a given dentition is not flagged for what that dentition explains (a molar-sized "5"
 under ``mixed``, a skipped 4 under ``permanent``).
@@ -92,7 +93,7 @@ class ToothConfidence:
 
 
 FINDINGS = ("uncertain", "twice", "wide", "narrow", "molar_sized", "room", "skipped", "none", "few", "dentition",
-            "split", "dropped", "lost_end", "parts", "mended")
+            "split", "dropped", "lost_end", "parts", "mended", "jaw")
 """Kinds of review finding, in the order of the module doc."""
 
 
@@ -105,6 +106,7 @@ class ScanConfidence:
     findings: list[tuple[str, str]] = field(default_factory=list)
     rules: ReviewRules = field(default_factory=ReviewRules)
     dentition: dict[str, Any] | None = None  # how the lone-premolar pattern was read (DentitionReading.to_json)
+    jaw: dict[str, Any] | None = None  # where the jaw came from and what the teeth say (JawCall.to_json)
 
     @property
     def reasons(self) -> list[str]:
@@ -136,6 +138,8 @@ class ScanConfidence:
                           if (k != "alternative" or v is not None) and (k != "primary" or v)} for t in self.teeth]}
         if self.dentition is not None:
             out["dentition"] = self.dentition
+        if self.jaw is not None:
+            out["jaw"] = self.jaw
         return out
 
 

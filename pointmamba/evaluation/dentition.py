@@ -157,32 +157,11 @@ def read_dentition(numbering, labels: np.ndarray, renumber: Callable[[dict[int, 
 
 
 def read_dentition_file(path: str | PathLike) -> dict[str, str]:
-    """{scan stem: dentition} from a CSV of rows ``scan stem, dentition`` (a header row ``scan,dentition``,
-    blank lines and ``#`` comments allowed); ValueError naming the file and line for a bad row, an unknown
-    dentition or a stem given two different ones."""
-    import csv
-    from pathlib import Path
+    """{scan stem: dentition} from a CSV of rows ``scan stem,dentition`` (see
+    :func:`~pointmamba.data.scan_table.read_scan_table`)."""
+    from ..data.scan_table import read_scan_table
 
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{path}: cannot read the dentition file: {exc}") from None
-    out: dict[str, str] = {}
-    for line_no, row in enumerate(csv.reader(text.splitlines()), 1):
-        cells = [c.strip() for c in row]
-        if not any(cells) or cells[0].startswith("#"):
-            continue
-        if len(cells) != 2 or not cells[0]:
-            raise ValueError(f"{path} line {line_no}: expected 'scan stem,dentition', got {','.join(row)!r}")
-        stem, value = cells[0], cells[1].lower()
-        if line_no == 1 and value == "dentition":  # the header
-            continue
-        check_dentition(value, f"{path} line {line_no} ({stem})")
-        if out.get(stem, value) != value:
-            raise ValueError(f"{path} line {line_no}: {stem} given two dentitions ({out[stem]}, {value})")
-        out[stem] = value
-    return out
+    return read_scan_table(path, "dentition", DENTITIONS)
 
 
 def reference_dentition(aligned: np.ndarray, labels: np.ndarray, jaw: str) -> str | None:

@@ -29,6 +29,8 @@ class Prediction:
     numbering: Any = None  # tooth_numbering.Numbering when infer.instance_numbering is on
     instances: np.ndarray | None = None  # (V,) 0 gingiva, 1..k one per numbered tooth (with the numbering)
     instance_probs: dict[int, np.ndarray] | None = None  # instance id -> (C,) posterior of its number
+    jaw: str | None = None  # the jaw the labels are numbered for: the scan's, else told from the teeth
+    jaw_call: Any = None  # jaw_from_teeth.JawCall: what the teeth say (None where the options cannot tell)
 
 
 def load_trained(checkpoint: str | Path, device: torch.device, config: dict[str, Any] | None = None,
@@ -217,11 +219,7 @@ def refine_numbered(probs: np.ndarray, aligned: np.ndarray, faces: np.ndarray, n
                     progress: Callable[[str], None] | None = None) -> tuple[np.ndarray, Any]:
     """:func:`refine` and the instance numbering it made (None where ``infer.instance_numbering`` is off
     or the jaw is unknown); ``progress`` is told each step as it starts."""
-    from ..data.mesh import vertex_areas
-    from .graph_cut import graph_cut
     from .tooth_decoding import arch_decoding, relabel_teeth
-    from .arch_priors import default_priors
-    from .tooth_numbering import number_teeth
 
     options = infer_options({"infer": options})  # a key left out means its documented default, never "off"
     step = progress or (lambda name: None)
@@ -238,31 +236,72 @@ def refine_numbered(probs: np.ndarray, aligned: np.ndarray, faces: np.ndarray, n
         masked, decoded = arch_decoding(aligned, probs, jaw, num_classes, width_weight=options["decoding_width_weight"])
         if options["tooth_decoding"]:
             probs = masked
-    if options["graph_cut"] and len(faces):
-        step("graph cut")
-        labels = graph_cut(probs, aligned, faces, normals, smoothing=options["graph_cut_smoothing"],
-                           density_power=float(options["graph_cut_density_power"] or 0.0),
-                           density_angles=bool(options["graph_cut_density_angles"]),
-                           coarse_first=bool(options["graph_cut_coarse_first"]))
-    else:
-        labels = probs.argmax(1)
+    labels = _cut(probs, aligned, faces, normals, options, step)
     numbering = None
     if by_instances:
         step("numbering teeth")
-        cost = float(options["numbering_fragment_cost"])
-        priors = replace(default_priors(jaw), fragment_cost=cost,
-                         evidence_weight=float(options["numbering_evidence_weight"]))
-        shape_model, shape_weight, tooth_weight = shape_setting(options)
-        labels, numbering = number_teeth(labels, probs, aligned, faces, jaw, num_classes, priors=priors,
-                                         areas=vertex_areas(aligned, faces) if len(faces) else None,
-                                         shape_model=shape_model, shape_weight=shape_weight,
-                                         shape_floor=float(options["shape_floor"]),
-                                         tooth_weight=tooth_weight, dentition=str(options["dentition"]),
-                                         mend_split=bool(options["mend_split"]))
+        labels, numbering = _number(labels, probs, aligned, faces, jaw, num_classes, options)
     elif decoded is not None and relabel:
         step("relabelling teeth")
         labels = relabel_teeth(labels, decoded, faces)
     return labels, numbering
+
+
+def refine_either_jaw(probs: np.ndarray, aligned: np.ndarray, faces: np.ndarray, normals: np.ndarray,
+                      given: str | None, num_classes: int, options: dict[str, Any],
+                      progress: Callable[[str], None] | None = None) -> tuple[np.ndarray, Any, Any]:
+    """:func:`refine_numbered` that also tells the jaw from the teeth (:mod:`.jaw_from_teeth`): the graph cut
+    once, the numbering under both jaws' priors; the jaw is ``given`` where a name said it, else the
+    cheaper numbering's. Returns (labels, numbering, :class:`~.jaw_from_teeth.JawCall`); the call is None
+    where the options leave the cut depending on the jaw (33 classes, tooth decoding, no instance
+    numbering), which then needs ``given``."""
+    from .jaw_from_teeth import call_jaw
+
+    options = infer_options({"infer": options})
+    if num_classes != 17 or not options["instance_numbering"] or options["tooth_decoding"]:
+        if given is None and num_classes == 17:
+            raise ValueError("jaw unknown, and these inference options cannot tell it from the teeth (that needs "
+                             "infer.instance_numbering on and infer.tooth_decoding off): pass --jaw upper|lower")
+        labels, numbering = refine_numbered(probs, aligned, faces, normals, given, num_classes, options, progress)
+        return labels, numbering, None
+    step = progress or (lambda name: None)
+    cut = _cut(probs, aligned, faces, normals, options, step)
+    step("numbering teeth")  # under both jaws' priors
+    numbered = {jaw: _number(cut, probs, aligned, faces, jaw, num_classes, options) for jaw in ("upper", "lower")}
+    call = call_jaw({jaw: float(numbering.cost) for jaw, (_, numbering) in numbered.items()}, given)
+    labels, numbering = numbered[call.used]
+    return labels, numbering, call
+
+
+def _cut(probs: np.ndarray, aligned: np.ndarray, faces: np.ndarray, normals: np.ndarray, options: dict[str, Any],
+         step: Callable[[str], None]) -> np.ndarray:
+    """Per-vertex classes: the graph cut of ``probs`` where on (and the mesh has faces), else the argmax."""
+    from .graph_cut import graph_cut
+
+    if not (options["graph_cut"] and len(faces)):
+        return probs.argmax(1)
+    step("graph cut")
+    return graph_cut(probs, aligned, faces, normals, smoothing=options["graph_cut_smoothing"],
+                     density_power=float(options["graph_cut_density_power"] or 0.0),
+                     density_angles=bool(options["graph_cut_density_angles"]),
+                     coarse_first=bool(options["graph_cut_coarse_first"]))
+
+
+def _number(labels: np.ndarray, probs: np.ndarray, aligned: np.ndarray, faces: np.ndarray, jaw: str,
+            num_classes: int, options: dict[str, Any]) -> tuple[np.ndarray, Any]:
+    """The instance numbering of cut ``labels`` under ``jaw``'s priors: (labels, Numbering)."""
+    from ..data.mesh import vertex_areas
+    from .arch_priors import default_priors
+    from .tooth_numbering import number_teeth
+
+    priors = replace(default_priors(jaw), fragment_cost=float(options["numbering_fragment_cost"]),
+                     evidence_weight=float(options["numbering_evidence_weight"]))
+    shape_model, shape_weight, tooth_weight = shape_setting(options)
+    return number_teeth(labels, probs, aligned, faces, jaw, num_classes, priors=priors,
+                        areas=vertex_areas(aligned, faces) if len(faces) else None,
+                        shape_model=shape_model, shape_weight=shape_weight, shape_floor=float(options["shape_floor"]),
+                        tooth_weight=tooth_weight, dentition=str(options["dentition"]),
+                        mend_split=bool(options["mend_split"]))
 
 
 def shape_setting(options: dict[str, Any]) -> tuple[nn.Module | None, float, float]:
@@ -309,10 +348,7 @@ def scan_probabilities(model: nn.Module, scan: Any, cfg: dict[str, Any], device:
     from .averaged_networks import inference_members
 
     d = cfg["data"]
-    if d["num_classes"] == 17 and scan.jaw is None:
-        raise ValueError(f"{scan.path}: jaw unknown: name the file *_upper / *_lower or pass --jaw upper|lower "
-                         "(the 17-class model numbers teeth per jaw)")
-    options = infer_options(cfg)
+    options = infer_options(cfg)  # the network does not see the jaw: a scan without one is numbered later
     step = progress or (lambda name: None)
     step("preprocessing")
     with timed("preprocess"):
@@ -339,15 +375,29 @@ def segment_scan(model: nn.Module, scan: Any, cfg: dict[str, Any], device: torch
     from ..data import class_to_fdi
 
     d = cfg["data"]
-    options, probs, aligned, normals = scan_probabilities(model, scan, cfg, device, progress)
+    # a model that takes the jaw as an input is told "upper" until the teeth tell (its numbering under both
+    # jaws' priors tells them apart all the same: docs/results/jaw_from_teeth), then asked again if lower
+    takes_jaw = bool(input_features(d).get("jaw_feature")) and d["num_classes"] == 17
+    shown = scan if scan.jaw is not None or not takes_jaw else replace(scan, jaw="upper")
+    options, probs, aligned, normals = scan_probabilities(model, shown, cfg, device, progress)
     with timed("refine"):
-        classes, numbering = refine_numbered(probs, aligned, scan.faces, normals, scan.jaw, d["num_classes"], options,
-                                             progress)
-    fdi = class_to_fdi(classes, scan.jaw, d["num_classes"])
+        try:
+            classes, numbering, call = refine_either_jaw(probs, aligned, scan.faces, normals, scan.jaw,
+                                                         d["num_classes"], options, progress)
+        except ValueError as exc:
+            raise ValueError(f"{scan.path or scan.name}: {exc}") from None
+    if call is not None and shown.jaw is not None and call.used != shown.jaw:
+        options, probs, aligned, normals = scan_probabilities(model, replace(scan, jaw=call.used), cfg, device,
+                                                              progress)
+        with timed("refine"):
+            classes, numbering = refine_numbered(probs, aligned, scan.faces, normals, call.used, d["num_classes"],
+                                                 options, progress)
+    jaw = call.used if call is not None else scan.jaw
+    fdi = class_to_fdi(classes, jaw, d["num_classes"])
     instances, instance_probs = None, None
     if numbering is not None:
         from .tooth_numbering import numbered_instances
 
-        instances, instance_probs = numbered_instances(numbering, classes, d["num_classes"], scan.jaw)
+        instances, instance_probs = numbered_instances(numbering, classes, d["num_classes"], jaw)
     return Prediction(classes=classes, fdi=fdi, probs=probs, aligned=aligned, numbering=numbering,
-                      instances=instances, instance_probs=instance_probs)
+                      instances=instances, instance_probs=instance_probs, jaw=jaw, jaw_call=call)

@@ -103,7 +103,6 @@ def test_fine_tune_command_runs_on_a_flat_folder_and_writes_a_checkpoint_predict
     assert code == 0, err[-2000:]
 
 
-@pytest.mark.slow  # about 30 s: a tiny model fitted to the scan, then two fine-tunes
 def test_it_trains_on_the_corrected_labels(synth: Path, fitted: Path, tmp_path: Path) -> None:
     """From a model that numbers the scan's teeth 11 and 17 right, the same run on the reviewer's JSON (11 and
     17 renumbered into each other) and on an uncorrected copy (same scan, seed and steps): only the corrected

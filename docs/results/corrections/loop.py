@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The corrections demo's two steps around the fine-tune (docs/results/corrections/README.md).
 
-    loop.py pick BEFORE/metrics.json REVIEWED_DIR   # draw 4 scans with a number wrong, write them as a reviewer would
+    loop.py pick BEFORE/metrics.json REVIEWED_DIR [SEED]  # draw 4 scans with a number wrong (seed 47), write them as a reviewer would
     loop.py compare BEFORE/metrics.json AFTER/metrics.json REVIEWED_DIR > results.md
 
 ``pick`` writes REVIEWED_DIR/<name>.obj (the scan's mesh) and <name>.json in the review page's download format
@@ -35,10 +35,10 @@ def source_files(name: str) -> tuple[Path, Path]:
     raise FileNotFoundError(name)
 
 
-def pick(before: str, out: str) -> None:
+def pick(before: str, out: str, seed: str = "47") -> None:
     scans = per_scan(before)
     wrong = sorted(n for n, s in scans.items() if s["TIR"] < 1)
-    chosen = sorted(np.random.default_rng(47).choice(wrong, size=4, replace=False).tolist())
+    chosen = sorted(np.random.default_rng(int(seed)).choice(wrong, size=4, replace=False).tolist())
     folder = Path(out)
     folder.mkdir(parents=True)
     for name in chosen:

@@ -268,7 +268,7 @@ def refine_either_jaw(probs: np.ndarray, aligned: np.ndarray, faces: np.ndarray,
     cut = _cut(probs, aligned, faces, normals, options, step)
     step("numbering teeth")  # under both jaws' priors
     numbered = {jaw: _number(cut, probs, aligned, faces, jaw, num_classes, options) for jaw in ("upper", "lower")}
-    call = call_jaw({jaw: float(numbering.cost) for jaw, (_, numbering) in numbered.items()}, given)
+    call = call_jaw({jaw: -numbering.log_z for jaw, (_, numbering) in numbered.items()}, given)
     labels, numbering = numbered[call.used]
     return labels, numbering, call
 

@@ -4,10 +4,11 @@ The 17-class network sees positions along the arch (central incisor .. third mol
 and its probabilities are the same whichever jaw a scan is, and the graph cut needs no jaw either. The
 instance numbering does: its priors hold each jaw's tooth widths (a lower central incisor is about
 5.1 mm wide, an upper one 7.9 mm; lower molars are the wider ones) and missing rates
-(:data:`~.arch_priors.FITTED`). So the arch is numbered under both jaws' priors and the cheaper numbering
-wins: the difference of the two costs (nats, a log-likelihood ratio under the numbering's own model) is
-the margin. Cheaper than a separate classifier, and it reads merged or missing teeth the way the
-numbering does. Measured on the 187 labelled scans of ``../shared`` (``docs/results/jaw_from_teeth/``).
+(:data:`~.arch_priors.FITTED`). So the arch is numbered under both jaws' priors and the jaw under which
+the numbering's model explains the teeth better wins: the difference of the two log partition functions
+(``-log Z``, the evidence summed over every numbering of the arch, not only the best one) is the margin in
+nats. It reads merged or missing teeth the way the numbering does, and needs no classifier of its own.
+Measured on the 187 labelled scans of ``../shared`` (``docs/results/jaw_from_teeth/``).
 
 Where the name (or ``--jaw``) says the jaw, the other jaw's numbering is still made, and a geometry that
 disagrees by more than :data:`DISAGREE_NATS` is reported.
@@ -17,8 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 UNSURE_NATS = 1.0
-"""A jaw told from the teeth by less than this (odds below e:1) is flagged for review. The smallest margin
-of a right call on the shared scans is in the results README; no wrong call was seen."""
+"""A jaw told from the teeth by less than this (odds below e:1) is flagged for review (the results README
+has the margins on the shared scans)."""
 DISAGREE_NATS = 2.0
 """The teeth contradict the jaw a file name gives by more than this: a warning and a review finding."""
 
@@ -47,7 +48,7 @@ class JawCall:
 
 
 def call_jaw(costs: dict[str, float], given: str | None) -> JawCall:
-    """The jaw from the numbering's cost under each jaw (``costs``), or ``given`` where a name said it."""
+    """The jaw from the numbering's ``-log Z`` under each jaw (``costs``), or ``given`` where a name said it."""
     teeth = min(costs, key=costs.get)
     nats = abs(costs["upper"] - costs["lower"])
     return JawCall(given or teeth, "given" if given else "teeth", teeth, float(nats))

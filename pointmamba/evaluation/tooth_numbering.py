@@ -153,6 +153,7 @@ class Numbering:
     instances: list[Instance] = field(default_factory=list)
     dentition: Any = None  # dentition.DentitionReading: how the lone-premolar pattern was read (None: not asked)
     mended: list[tuple[int, int]] = field(default_factory=list)  # arch-index pairs merged into one tooth (mending.py)
+    log_z: float = float("nan")  # log of the sum over every numbering of exp(-cost / temperature)
 
 
 def _options() -> tuple[np.ndarray, np.ndarray]:
@@ -290,7 +291,7 @@ def number_instances(instances: list[Instance], evidence: np.ndarray, gum_eviden
         last_posterior[:, 1 + last[o]] += marg[:, o]
     for p in (posterior, first_posterior, last_posterior):
         p[:, 0] = np.clip(1.0 - marg.sum(1), 0.0, 1.0)
-    return Numbering(options, posterior, cost, first_posterior, last_posterior, instances)
+    return Numbering(options, posterior, cost, first_posterior, last_posterior, instances, log_z=float(log_z))
 
 
 def tooth_pieces(labels: np.ndarray, edges: np.ndarray) -> list[np.ndarray]:

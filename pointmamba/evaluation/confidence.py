@@ -176,7 +176,7 @@ def scan_confidence(probs: np.ndarray, classes: np.ndarray, instances: np.ndarra
                     aligned: np.ndarray | None = None,
                     instance_probs: Mapping[int, np.ndarray] | None = None,
                     rules: ReviewRules = ReviewRules(), faces: np.ndarray | None = None,
-                    dentition: Any = None, numbering: Any = None) -> ScanConfidence:
+                    dentition: Any = None, numbering: Any = None, jaw_call: Any = None) -> ScanConfidence:
     """Per-tooth confidence and the scan's review reasons (see the module doc).
 
     ``probs`` (V, C) per-vertex class probabilities (C = 17 or 33); ``classes`` (V,) the final class of
@@ -187,7 +187,9 @@ def scan_confidence(probs: np.ndarray, classes: np.ndarray, instances: np.ndarra
     check; skipped without); ``dentition`` the numbering's :class:`~.dentition.DentitionReading` (its
     finding, each tooth's ``alternative`` number, and what a given dentition explains); ``numbering`` the
     instance numbering (:class:`~.tooth_numbering.Numbering`): its dentition where ``dentition`` is None,
-    and the split teeth it mended (a ``mended`` finding: a person checks the merge).
+    and the split teeth it mended (a ``mended`` finding: a person checks the merge); ``jaw_call`` where the
+    jaw came from and what the teeth say (:class:`~.jaw_from_teeth.JawCall`: its finding, and
+    ``ScanConfidence.jaw``).
     """
     check_jaw(jaw)
     probs = np.asarray(probs, dtype=np.float64)
@@ -254,7 +256,11 @@ def scan_confidence(probs: np.ndarray, classes: np.ndarray, instances: np.ndarra
     text = dentition.finding() if dentition is not None else None
     if text:
         findings.append(("dentition", text))
-    return ScanConfidence(teeth, findings, rules, None if dentition is None else dentition.to_json())
+    jaw_finding = jaw_call.finding() if jaw_call is not None else None
+    if jaw_finding is not None:
+        findings.append(jaw_finding)
+    return ScanConfidence(teeth, findings, rules, None if dentition is None else dentition.to_json(),
+                          None if jaw_call is None else jaw_call.to_json())
 
 
 def review_findings(teeth: list[ToothConfidence], jaw: str, aligned: np.ndarray | None, instances: np.ndarray,

@@ -251,8 +251,8 @@ def refine_either_jaw(probs: np.ndarray, aligned: np.ndarray, faces: np.ndarray,
                       given: str | None, num_classes: int, options: dict[str, Any],
                       progress: Callable[[str], None] | None = None) -> tuple[np.ndarray, Any, Any]:
     """:func:`refine_numbered` that also tells the jaw from the teeth (:mod:`.jaw_from_teeth`): the graph cut
-    once, the numbering under both jaws' priors; the jaw is ``given`` where a name said it, else the
-    cheaper numbering's. Returns (labels, numbering, :class:`~.jaw_from_teeth.JawCall`); the call is None
+    once, the numbering under both jaws' priors; the jaw is ``given`` where a name said it, else the one
+    whose numbering has the larger log partition function. Returns (labels, numbering, :class:`~.jaw_from_teeth.JawCall`); the call is None
     where the options leave the cut depending on the jaw (33 classes, tooth decoding, no instance
     numbering), which then needs ``given``."""
     from .jaw_from_teeth import call_jaw
@@ -264,10 +264,16 @@ def refine_either_jaw(probs: np.ndarray, aligned: np.ndarray, faces: np.ndarray,
                              "infer.instance_numbering on and infer.tooth_decoding off): pass --jaw upper|lower")
         labels, numbering = refine_numbered(probs, aligned, faces, normals, given, num_classes, options, progress)
         return labels, numbering, None
+    from ..data.mesh import vertex_areas
+    from .tooth_numbering import cut_pieces
+
     step = progress or (lambda name: None)
     cut = _cut(probs, aligned, faces, normals, options, step)
-    step("numbering teeth")  # under both jaws' priors
-    numbered = {jaw: _number(cut, probs, aligned, faces, jaw, num_classes, options) for jaw in ("upper", "lower")}
+    step("numbering teeth")  # under both jaws' priors; what does not depend on the jaw is made once
+    shared = {"areas": vertex_areas(aligned, faces) if len(faces) else None,
+              "pieces": cut_pieces(cut, aligned, faces) if len(faces) else None}
+    numbered = {jaw: _number(cut, probs, aligned, faces, jaw, num_classes, options, **shared)
+                for jaw in ("upper", "lower")}
     call = call_jaw({jaw: -numbering.log_z for jaw, (_, numbering) in numbered.items()}, given)
     labels, numbering = numbered[call.used]
     return labels, numbering, call
@@ -288,20 +294,23 @@ def _cut(probs: np.ndarray, aligned: np.ndarray, faces: np.ndarray, normals: np.
 
 
 def _number(labels: np.ndarray, probs: np.ndarray, aligned: np.ndarray, faces: np.ndarray, jaw: str,
-            num_classes: int, options: dict[str, Any]) -> tuple[np.ndarray, Any]:
-    """The instance numbering of cut ``labels`` under ``jaw``'s priors: (labels, Numbering)."""
+            num_classes: int, options: dict[str, Any], areas: np.ndarray | None = None,
+            pieces: list[np.ndarray] | None = None) -> tuple[np.ndarray, Any]:
+    """The instance numbering of cut ``labels`` under ``jaw``'s priors: (labels, Numbering). ``areas`` and
+    ``pieces`` (the vertex areas and the cut's tooth pieces) where the caller has made them already."""
     from ..data.mesh import vertex_areas
     from .arch_priors import default_priors
     from .tooth_numbering import number_teeth
 
     priors = replace(default_priors(jaw), fragment_cost=float(options["numbering_fragment_cost"]),
                      evidence_weight=float(options["numbering_evidence_weight"]))
+    if areas is None and len(faces):
+        areas = vertex_areas(aligned, faces)
     shape_model, shape_weight, tooth_weight = shape_setting(options)
-    return number_teeth(labels, probs, aligned, faces, jaw, num_classes, priors=priors,
-                        areas=vertex_areas(aligned, faces) if len(faces) else None,
+    return number_teeth(labels, probs, aligned, faces, jaw, num_classes, priors=priors, areas=areas,
                         shape_model=shape_model, shape_weight=shape_weight, shape_floor=float(options["shape_floor"]),
                         tooth_weight=tooth_weight, dentition=str(options["dentition"]),
-                        mend_split=bool(options["mend_split"]))
+                        mend_split=bool(options["mend_split"]), pieces=pieces)
 
 
 def shape_setting(options: dict[str, Any]) -> tuple[nn.Module | None, float, float]:
@@ -348,7 +357,7 @@ def scan_probabilities(model: nn.Module, scan: Any, cfg: dict[str, Any], device:
     from .averaged_networks import inference_members
 
     d = cfg["data"]
-    options = infer_options(cfg)  # the network does not see the jaw: a scan without one is numbered later
+    options = infer_options(cfg)
     step = progress or (lambda name: None)
     step("preprocessing")
     with timed("preprocess"):

@@ -1,8 +1,9 @@
 """Upper or lower jaw, told from the teeth, for scans whose name does not say (``--jaw auto``).
 
-The 17-class network sees positions along the arch (central incisor .. third molar), not jaws: its input
-and its probabilities are the same whichever jaw a scan is, and the graph cut needs no jaw either. The
-instance numbering does: its priors hold each jaw's tooth widths (a lower central incisor is about
+The 17-class network's classes are positions along the arch (central incisor .. third molar), the same in
+both jaws, and the graph cut needs no jaw. (The shipped networks also take the jaw as an input channel: a
+scan without one is shown to them as "upper" and asked again if it turns out lower; see
+:func:`~.inference.segment_scan`.) The instance numbering needs the jaw: its priors hold each jaw's tooth widths (a lower central incisor is about
 5.1 mm wide, an upper one 7.9 mm; lower molars are the wider ones) and missing rates
 (:data:`~.arch_priors.FITTED`). So the arch is numbered under both jaws' priors and the jaw under which
 the numbering's model explains the teeth better wins: the difference of the two log partition functions

@@ -356,7 +356,8 @@ def number_teeth(labels: np.ndarray, probs: np.ndarray, aligned: np.ndarray, fac
                  num_classes: int, priors: ArchPriors | None = None, areas: np.ndarray | None = None,
                  temperature: float = 1.0, min_vertices: int = 20, shape_model: Any = None,
                  shape_weight: float = 0.0, shape_floor: float = 0.0, tooth_weight: float = 0.0,
-                 dentition: str | None = None, mend_split: bool = False) -> tuple[np.ndarray, Numbering]:
+                 dentition: str | None = None, mend_split: bool = False,
+                 pieces: list[np.ndarray] | None = None) -> tuple[np.ndarray, Numbering]:
     """Renumber the teeth of ``labels`` (per-vertex classes, e.g. after the graph cut) as whole instances
     (see module doc). Returns the new labels and the :class:`Numbering` (instances, options, posteriors).
 
@@ -369,15 +370,14 @@ def number_teeth(labels: np.ndarray, probs: np.ndarray, aligned: np.ndarray, fac
     ``auto`` | ``permanent`` | ``mixed`` reads the sides of the lone-premolar pattern that way
     (:mod:`.dentition`; None: the numbering alone, as before the dentition existed). ``mend_split``: two
     neighbouring instances that look like one tooth split in two are merged and the arch numbered again
-    (:mod:`.mending`; the merged pairs' arch indices in ``Numbering.mended``)."""
+    (:mod:`.mending`; the merged pairs' arch indices in ``Numbering.mended``). ``pieces``: the
+    :func:`cut_pieces` of ``labels`` where the caller has them (they do not depend on the jaw)."""
     if jaw not in ("upper", "lower"):
         raise ValueError(f"number_teeth: jaw must be 'upper' or 'lower', got {jaw!r}")
     priors = priors or default_priors(jaw)
     labels = np.asarray(labels).copy()
-    from ..data.mesh import mesh_edges
-
-    edges = mesh_edges(faces)
-    pieces = merge_fragments(tooth_pieces(labels, edges), edges, labels, aligned, min_vertices)
+    if pieces is None:
+        pieces = cut_pieces(labels, aligned, faces, min_vertices)
     classes = arch_classes(num_classes, jaw)
     w = np.ones(len(labels)) if areas is None else np.asarray(areas, dtype=np.float64)
 
@@ -421,6 +421,15 @@ def number_teeth(labels: np.ndarray, probs: np.ndarray, aligned: np.ndarray, fac
         numbering, out = read_dentition(numbering, out, renumber, to_labels, aligned, jaw, num_classes, dentition)
         numbering.mended = mended
     return out, numbering
+
+
+def cut_pieces(labels: np.ndarray, aligned: np.ndarray, faces: np.ndarray, min_vertices: int = 20) -> list[np.ndarray]:
+    """The tooth instances :func:`number_teeth` numbers: the connected pieces of each tooth class of
+    ``labels``, fragments under ``min_vertices`` merged into a neighbour (vertex ids per piece)."""
+    from ..data.mesh import mesh_edges
+
+    edges = mesh_edges(faces)
+    return merge_fragments(tooth_pieces(labels, edges), edges, labels, aligned, min_vertices)
 
 
 def numbered_labels(labels: np.ndarray, numbering: Numbering, classes: np.ndarray, priors: ArchPriors) -> np.ndarray:

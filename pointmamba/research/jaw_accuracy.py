@@ -26,11 +26,12 @@ DEFAULT_ROOTS = [ROOT.parent / "shared" / "data" / "scans", ROOT.parent / "share
 
 
 def random_pose(vertices: np.ndarray, seed: int) -> np.ndarray:
-    """``vertices`` under a random rotation (uniform over SO(3)) and a shift of up to 100 mm per axis."""
-    from scipy.spatial.transform import Rotation
+    """``vertices`` under a random rotation (uniform over SO(3), the augmentation's) and a shift of up to
+    100 mm per axis."""
+    from pointmamba.data.augment import random_rotation
 
     rng = np.random.default_rng(seed)
-    return vertices @ Rotation.random(random_state=rng).as_matrix().T + rng.uniform(-100, 100, 3)
+    return vertices @ random_rotation(rng, "so3").T + rng.uniform(-100, 100, 3)
 
 
 def main(argv: list[str] | None = None) -> None:

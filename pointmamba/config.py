@@ -46,16 +46,6 @@ DATA_DEFAULTS: dict[str, Any] = {
     # the loss, and only their complete arches get missing-tooth augmentation
     "position_label_roots": [],
     "position_label_weight": 1.0,
-    # a complete position-labelled arch whose premolar is as wide as a molar (a closed extraction, counted)
-    # gets identity numbers: the molars 6-8 (pointmamba/data/closed_extractions.py); false: labels as read.
-    # Measured on both splits: no gain (docs/results/numbering), so off
-    "relabel_closed_extractions": False,
-    # an identity-labelled training arch with one premolar-sized tooth behind the canine and its first
-    # molar-sized tooth numbered 5 (3D-IOSSeg numbers this pattern both ways) is numbered as the identity
-    # sides are: that tooth 6 (pointmamba/data/closed_extractions.py); training only; false: labels as read.
-    # Measured on split B (two seeds, docs/results/numbering): the network counts on as before, and closing a
-    # removed tooth's space renumbers more teeth (84 % of removals against 63 %), so off
-    "relabel_counted_sides": False,
     # missing-tooth augmentation (pointmamba/data/missing_teeth.py): false (off), true (its defaults) or a
     # mapping with its keys; training only, identity-labelled arches only
     "missing_teeth": False,
@@ -100,71 +90,123 @@ DIAGNOSTICS_DEFAULTS: dict[str, Any] = {
 }
 
 INFER_DEFAULTS: dict[str, Any] = {
-    # whole-scan inference (tools/test.py, tools/predict.py). Defaults chosen on two splits of the shared
-    # scans (docs/results/recipe_shared_scans/README.md): what helped on both is on
-    "mirror_tta": True,  # also predict the mirrored scan (left/right classes swapped) and average
+    # whole-scan inference (tools/test.py, tools/predict.py); each default measured on two splits of the
+    # shared scans (docs/results/recipe_shared_scans/README.md): what helped on both is on
+    "mirror_tta": True,  # also predict the mirrored scan (left/right classes swapped) and average the two
     # a model file holding several networks (evaluation/averaged_networks.py): average their probabilities;
     # false: its first network alone (half the network time with two)
     "average_networks": True,
     "tta_angles": [0.0],  # test-time rotations about the occlusal axis (degrees), averaged; [0.0]: none
-    # positions assigned along the arch, in order, once per side (evaluation/tooth_decoding.py): off, as
-    # with the graph cut on it gained +0.001 mIoU on one split and lost -0.022 on the other
-    "tooth_decoding": False,
-    # after the graph cut, relabel each connected tooth by the arch decoding (whole teeth, boundaries kept):
-    # +0.017 mIoU on one split, +0.000 on the other, no held-out jaw worse
-    "tooth_relabel": True,
     # number whole teeth jointly along the arch (evaluation/tooth_numbering.py: instances from the graph cut,
     # an exact DP with gaps allowed, order kept, each number once, width / missing-tooth / spacing priors);
-    # replaces tooth_relabel where on
+    # false: the graph cut's labels as they are
     "instance_numbering": True,
-    # nats per mm: calling a tooth instance gingiva costs this for each mm of its width beyond 3 mm (false
-    # positives are small fragments; evaluation/arch_priors.py). Split A val, two networks: per-scan mean
-    # +0.016 / +0.014, 10th percentile +0.067 / +0.067; split B: +0.001 (neutral). 0: the old model
+    # nats per mm of an instance's width beyond 3 mm that calling it gingiva costs (false positives are
+    # small fragments; evaluation/arch_priors.py): split A per-scan mean +0.016, split B neutral
     "numbering_fragment_cost": 0.5,
     # how many prior terms the network's mean probability over a tooth counts for in the instance numbering
-    # (evaluation/arch_priors.py EVIDENCE_WEIGHT): lower lets the width / missing-tooth / spacing priors
-    # overrule a network sure of a wrong number. 2.0: the old numbering
+    # (evaluation/arch_priors.py EVIDENCE_WEIGHT); lower lets the priors overrule a network sure of a wrong number
     "numbering_evidence_weight": 2.0,
-    # each tooth's own shape as evidence in the instance numbering (evaluation/tooth_shape.py: a classifier
-    # of cropped teeth, tools/train_tooth_shape.py): shape_model a file of it, or a model file holding one
-    # (None: the model file's own, if it holds one); shape_weight its weight against the network's
-    # evidence (None: the weight stored with it; 0: off, the numbering from the network alone)
-    "shape_weight": None,
-    "shape_model": None,
-    "shape_floor": 0.0,  # the classifier's probabilities mixed with this share of the uniform (0: as they are)
-    # the same classifier's "no tooth" output (trained on bare ridge: --ridge-share): its weight in calling
-    # an instance gingiva (None: the weight stored with the network; 0: off)
-    "tooth_weight": None,
-    "decoding_width_weight": 0.1,  # weight of the tooth-width prior of the decoding
-    # a scan whose 0.6 mm grid sample holds more points is thinned evenly to this many before the network
-    # (the training scans gave 4.9k-7.7k; a full-resolution scan 11k-21k): docs/results/scan_density.
-    # None: every grid cell goes in (the old behaviour)
-    "max_input_points": None,
     "graph_cut": True,  # smooth labels on the mesh by alpha-expansion (evaluation/graph_cut.py)
     "graph_cut_smoothing": 3.0,  # weight of the cut cost against -log p (1 / 2 / 3 measured; 3 best on both)
-    # on a mesh finer than the training scans (mean edge < 0.677 mm) the smoothing grows by (0.677 / mean
-    # edge)^k, so it smooths about as much per mm as on them (evaluation/graph_cut.py). The val scans of
-    # both splits at 4x / 16x their vertices: k = 2 lifts split B's per-scan mean 0.797 -> 0.820 / 0.763 ->
-    # 0.807 alone, 0.826 / 0.830 with the wider candidates of the two-pass cut (chosen on split A:
-    # docs/results/scan_density); no decimated scan changes. 0: the old cut
+    # on a mesh finer than the training scans (mean edge < 0.677 mm) the smoothing grows by
+    # (0.677 / mean edge)^k, as much smoothing per mm as on them; k = 2 lifts split B at 4x / 16x density
+    # 0.797 -> 0.826 / 0.763 -> 0.830 (docs/results/scan_density); 0: the same smoothing at every density
     "graph_cut_density_power": 2.0,
-    # there, also each angle between neighbouring normals x (0.677 / mean edge): a crease as sharp per edge
-    # as on the training scans (docs/results/scan_density); false: the angles as measured
-    "graph_cut_density_angles": False,
-    # true: a mesh of 3+ vertices per 0.6 mm cell (a full-resolution scan) is cut on the cells first, then
-    # vertex by vertex near the boundaries (2x faster there than one cut, the same labels to 0.05 %: split B
-    # at 16x density 0.830 both; docs/results/scan_density); false: one cut of every unsettled vertex.
-    # Decimated scans are one cut either way
+    # a mesh of 3+ vertices per 0.6 mm cell is cut on the cells first, then vertex by vertex near the
+    # boundaries: 2x faster there, the same labels to 0.05 % (docs/results/scan_density); false: one cut
     "graph_cut_coarse_first": True,
     # how a side of canine, one premolar-sized tooth, then molars is numbered (evaluation/dentition.py):
     # permanent (premolar 5, first molar 6) | mixed (4, then primary second molar 5, first molar 6) | auto
     # (the likelier, the scan flagged with both readings). Arches without that side are numbered alike
     "dentition": "auto",
     # merge two neighbouring instances that look like one tooth split in two and number the arch again
-    # (evaluation/mending.py). Off: its pre-registered rule failed on a simulation; on the real split
-    # predictions found afterwards it helped (docs/results/review_flag/README.md)
+    # (evaluation/mending.py); off: its pre-registered rule failed (docs/results/review_flag/README.md)
     "mend_split": False,
 }
+
+_TAG = "retired after tag pre-renovation"
+# Keys removed with their code: each failed its own pre-registered rule. A config file or --set naming one
+# is refused; a checkpoint's stored config loses them (see drop_retired). The tag reproduces each study.
+RETIRED: dict[str, str] = {
+    "data.relabel_closed_extractions": f"{_TAG}: no gain on either split (docs/results/numbering)",
+    "data.relabel_counted_sides": f"{_TAG}: no gain, closed-space removals worse (docs/results/numbering)",
+    "data.missing_teeth.close": f"{_TAG}: closing removed teeth's spaces did not help (docs/results/numbering)",
+    "data.missing_teeth.close_min": f"{_TAG}: went with data.missing_teeth.close (docs/results/numbering)",
+    "data.augment.shift_mm": f"{_TAG}: shifting the scan did not help (docs/results/numbering)",
+    "infer.tooth_decoding": f"{_TAG}: it failed its rule (docs/results/numbering)",
+    "infer.tooth_relabel": f"{_TAG}: replaced by infer.instance_numbering (docs/results/numbering)",
+    "infer.decoding_width_weight": f"{_TAG}: went with infer.tooth_decoding (docs/results/numbering)",
+    "infer.shape_weight": f"{_TAG}: tooth-shape evidence was a net loss held out (docs/results/tooth_shape)",
+    "infer.shape_model": f"{_TAG}: tooth-shape evidence was a net loss held out (docs/results/tooth_shape)",
+    "infer.shape_floor": f"{_TAG}: tooth-shape evidence was a net loss held out (docs/results/tooth_shape)",
+    "infer.tooth_weight": f"{_TAG}: the bare-ridge check failed its rule (docs/results/bare_ridge)",
+    "infer.max_input_points": f"{_TAG}: thinning dense scans failed its rule (docs/results/scan_density)",
+    "infer.graph_cut_density_angles": f"{_TAG}: it failed its rule (docs/results/scan_density)",
+}
+# the stored values under which a retired key did nothing that the code left does not do (a checkpoint
+# holding one of them loads silently; any other value is dropped with a warning)
+_RETIRED_INERT: dict[str, tuple[Any, ...]] = {
+    "data.relabel_closed_extractions": (False,),
+    "data.relabel_counted_sides": (False,),
+    "data.missing_teeth.close": (0, 0.0),
+    "data.missing_teeth.close_min": (0.6,),
+    "data.augment.shift_mm": (0, 0.0),
+    "infer.tooth_decoding": (False,),
+    "infer.tooth_relabel": (False,),  # and True where infer.instance_numbering is on (it replaced the relabel)
+    "infer.decoding_width_weight": (0.1,),
+    "infer.shape_weight": (None, 0, 0.0),
+    "infer.shape_model": (None,),
+    "infer.shape_floor": (0, 0.0),
+    "infer.tooth_weight": (None, 0, 0.0),
+    "infer.max_input_points": (None,),
+    "infer.graph_cut_density_angles": (False,),
+}
+
+
+def _find(cfg: Any, key: str) -> tuple[dict[str, Any], str] | None:
+    """(the mapping holding dotted ``key``'s last part, that part) where ``cfg`` sets ``key``, else None."""
+    *path, last = key.split(".")
+    node = cfg
+    for part in path:
+        node = node.get(part) if isinstance(node, dict) else None
+    return (node, last) if isinstance(node, dict) and last in node else None
+
+
+def refuse_retired(cfg: dict[str, Any], where: str) -> None:
+    """ConfigError in one line naming the key, ``where`` (a file, an override) and the reason, for the first
+    key of :data:`RETIRED` that ``cfg`` (a config as written, not resolved) sets."""
+    for key, reason in RETIRED.items():
+        if _find(cfg, key) is not None:
+            raise ConfigError(f"{where}: config key {key!r} no longer exists ({reason}): remove it")
+
+
+def _inert(key: str, value: Any, cfg: dict[str, Any]) -> bool:
+    if key == "infer.tooth_relabel" and value is True:
+        found = _find(cfg, "infer.instance_numbering")
+        return found is None or found[0][found[1]] is not False
+    return any(value is v or (type(value) is type(v) and value == v) for v in _RETIRED_INERT[key])
+
+
+def drop_retired(cfg: dict[str, Any], where: str) -> dict[str, Any]:
+    """``cfg`` (a checkpoint's stored config) without the keys of :data:`RETIRED`; one warning naming those
+    whose stored value did something the code no longer does (none for the values of ``_RETIRED_INERT``)."""
+    import warnings
+
+    found = [(key, _find(cfg, key)) for key in RETIRED]
+    found = [(key, hit) for key, hit in found if hit is not None]
+    if not found:
+        return cfg
+    out = copy.deepcopy(cfg)
+    changed = [f"{key}={hit[0][hit[1]]!r}" for key, hit in found if not _inert(key, hit[0][hit[1]], cfg)]
+    for key, _ in found:
+        node, last = _find(out, key)  # type: ignore[misc]
+        del node[last]
+    if changed:
+        warnings.warn(f"{where}: its stored config sets option(s) {_TAG}, now ignored: {', '.join(changed)}",
+                      stacklevel=3)
+    return out
+
 
 WARMUP_DEFAULTS: dict[str, Any] = {
     "epochs": 0,  # RelPos disabled for the first N epochs (0: on from the start)
@@ -267,6 +309,7 @@ def _load_file(path: Path, seen: tuple[Path, ...] = ()) -> dict[str, Any]:
     if path in seen:
         raise ConfigError(f"{path}: circular _base_ inheritance")
     data = _read_yaml(path)
+    refuse_retired(data, str(path))
     bases = data.pop("_base_", None)
     if bases is None:
         bases = []
@@ -408,17 +451,6 @@ def resolve_augment(value: Any) -> dict[str, Any] | None:
     return out
 
 
-def _validate_shape_weight(value: Any, key: str = "infer.shape_weight") -> None:
-    if value is not None and not _type_ok(1.0, value):
-        raise ConfigError(f"config key '{key}' must be a number or null (the weight stored with the "
-                          f"tooth-shape network), got {type(value).__name__} {value!r}")
-
-
-def _validate_shape_model(value: Any) -> None:
-    if value is not None and not (isinstance(value, str) and value):
-        raise ConfigError(f"config key 'infer.shape_model' must be a file path or null, got {type(value).__name__} {value!r}")
-
-
 def _validate_dentition(value: Any) -> None:
     from .evaluation.dentition import DENTITIONS
 
@@ -428,10 +460,8 @@ def _validate_dentition(value: Any) -> None:
 
 # keys whose value is not simply of its default's type: each checked by its own function
 _SPECIAL = {"data.root": _validate_root, "data.augment": _validate_augment,
-            "data.missing_teeth": _validate_missing_teeth, "infer.shape_weight": _validate_shape_weight,
-            "data.scan_repeats": _validate_scan_repeats,
-            "infer.shape_model": _validate_shape_model, "infer.dentition": _validate_dentition,
-            "infer.tooth_weight": lambda value: _validate_shape_weight(value, "infer.tooth_weight")}
+            "data.missing_teeth": _validate_missing_teeth, "data.scan_repeats": _validate_scan_repeats,
+            "infer.dentition": _validate_dentition}
 
 
 def validate(cfg: dict[str, Any], schema: dict[str, Any], where: str = "") -> None:
@@ -441,6 +471,8 @@ def validate(cfg: dict[str, Any], schema: dict[str, Any], where: str = "") -> No
         if name in _SPECIAL and key in schema:
             _SPECIAL[name](value)
             continue
+        if name in RETIRED and key not in schema:
+            raise ConfigError(f"config key {name!r} no longer exists ({RETIRED[name]}): remove it")
         if key not in schema:
             valid = ", ".join(sorted(schema))
             raise ConfigError(f"unknown config key {name!r}; valid keys{' under ' + where[:-1] if where else ''}: {valid}")
@@ -490,7 +522,9 @@ def load_config(path: str | Path | None = None, overrides: Iterable[str] = ()) -
     if path is not None:
         user = _load_file(Path(path))
     for item in overrides:
-        user = merge(user, parse_override(item))
+        override = parse_override(item)
+        refuse_retired(override, f"--set {item}")
+        user = merge(user, override)
     cfg = resolve_config(user, str(path) if path is not None else "<overrides>")
     if cfg["work_dir"] is None:
         cfg["work_dir"] = str(Path("work_dirs") / (Path(path).stem if path is not None else "default"))

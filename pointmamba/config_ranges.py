@@ -39,15 +39,10 @@ RANGES: dict[str, tuple[float | None, float | None, bool]] = {
     "diagnostics.explode_ratio": (0, None, True),
     "diagnostics.vanish_ratio": (0, None, True),
     # inference: a NaN or huge smoothing weight overflowed the graph cut's integer costs (it never ended)
-    "infer.decoding_width_weight": (0, 100, True),
     "infer.graph_cut_smoothing": (0, 1000, True),
     "infer.graph_cut_density_power": (0, 4, True),
     "infer.numbering_fragment_cost": (0, 1000, True),
     "infer.numbering_evidence_weight": (0, 100, False),
-    "infer.shape_weight": (0, 100, True),
-    "infer.tooth_weight": (0, 100, True),
-    "infer.shape_floor": (0, 1, True),
-    "infer.max_input_points": (1, None, True),
     # model
     "model.stem_kernel": (1, 9, True),
     "model.cpe_kernel": (1, 9, True),

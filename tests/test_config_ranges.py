@@ -25,7 +25,6 @@ from support.tools import run_tool
     # inference: NaN / huge smoothing hung the graph cut, NaN width weight predicted two teeth, [] crashed
     ("infer.graph_cut_smoothing=.nan", "'infer.graph_cut_smoothing' must be in [0, 1000], got nan"),
     ("infer.graph_cut_smoothing=1e308", "'infer.graph_cut_smoothing' must be in [0, 1000], got 1e+308"),
-    ("infer.decoding_width_weight=.nan", "'infer.decoding_width_weight' must be in [0, 100], got nan"),
     ("infer.tta_angles=[]", "'infer.tta_angles' must be a list of 1 to 64 angles in [-360, 360] degrees"),
     ("infer.tta_angles=[0, .inf]", "'infer.tta_angles' must be a list of 1 to 64 angles"),
     ("infer.tta_angles=[a]", "'infer.tta_angles' must be a list of 1 to 64 angles"),
@@ -65,8 +64,8 @@ def test_predict_set_is_range_checked_before_any_work(tmp_path) -> None:
     assert resolve_infer(None)["graph_cut_smoothing"] == 3.0 and infer_overrides([]) == {}
     with pytest.raises(ConfigError, match=r"--set: config key 'infer.tta_angles' must be a list"):
         infer_overrides(["infer.tta_angles=[]"])
-    with pytest.raises(ConfigError, match=r"infer: config key 'infer.decoding_width_weight' must be in"):
-        resolve_infer({"decoding_width_weight": float("nan")})
+    with pytest.raises(ConfigError, match=r"infer: config key 'infer.numbering_fragment_cost' must be in"):
+        resolve_infer({"numbering_fragment_cost": float("nan")})
     from pointmamba import Segmenter
 
     with pytest.raises(ConfigError, match=r"'infer.graph_cut_smoothing' must be in \[0, 1000\], got nan"):

@@ -71,26 +71,6 @@ def test_scale_and_jitter_bounds() -> None:
     assert np.abs(out - pts).max() <= 0.05 + 1e-12 and np.abs(out - pts).max() > 0
 
 
-def test_shift_moves_the_whole_scan_sideways_and_leaves_the_other_steps_as_they_were() -> None:
-    rng = np.random.default_rng(0)
-    pts, normals = rng.normal(size=(500, 3)) * 20, rng.normal(size=(500, 3))
-    labels = np.where(pts[:, 0] > 0, 21, 11)
-    off, on = Augment(DEFAULT_AUGMENT), Augment({**DEFAULT_AUGMENT, "shift_mm": 4.0})
-    offsets = []
-    for seed in range(20):
-        a = off(pts, normals, labels, np.random.default_rng(seed))
-        b = on(pts, normals, labels, np.random.default_rng(seed))
-        np.testing.assert_array_equal(a[1], b[1])  # same mirror, rotation, scale: the shift is drawn last
-        np.testing.assert_array_equal(a[2], b[2])
-        d = b[0] - a[0]
-        np.testing.assert_allclose(d, np.broadcast_to(d[0], d.shape), atol=1e-9)  # one rigid offset
-        assert d[0, 2] == 0.0 and np.abs(d[0, :2]).max() <= 4.0
-        offsets.append(d[0, :2])
-    assert np.ptp(np.array(offsets), axis=0).min() > 4.0  # it does move, both ways
-    with pytest.raises(ValueError, match="shift_mm"):
-        Augment({"shift_mm": -1.0})
-
-
 # ------------------------------------------------------------------------------------ grid sampling
 @pytest.fixture(scope="module")
 def points() -> np.ndarray:

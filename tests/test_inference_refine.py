@@ -1,17 +1,15 @@
-"""Inference refinements on real scans: tooth decoding along the arch, graph cut, jaw restriction, render."""
+"""Inference refinements on real scans: graph cut, jaw restriction, instance numbering options, render."""
 from __future__ import annotations
 
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 from pointmamba.data import class_colors, fdi_to_class, load_scan
 from pointmamba.data.dataset import preprocess_scan
 from pointmamba.data.mesh import apply_transform
 from pointmamba.evaluation.graph_cut import graph_cut
 from pointmamba.evaluation.inference import refine
-from pointmamba.evaluation.tooth_decoding import _segment_side, decode_teeth
 
 
 def _scan(scans_dir: Path, name: str):
@@ -27,36 +25,6 @@ def _soft(classes: np.ndarray, p: float, num_classes: int = 17) -> np.ndarray:
     probs = np.full((len(classes), num_classes), (1 - p) / (num_classes - 1))
     probs[np.arange(len(classes)), classes] = p
     return probs
-
-
-def test_segment_side_splits_a_double_width_run_and_keeps_order() -> None:
-    # 20 bins of 0.5 mm = two 5 mm teeth both preferring label 0 (as a shifted classifier does), label 1 second
-    cost = np.tile([0.5, 1.2, 5.0], (20, 1))
-    widths = np.array([5.0, 5.0, 5.0])
-    labels = _segment_side(cost, np.full(20, 0.5), np.full(20, 10.0), widths, width_weight=0.1)
-    np.testing.assert_array_equal(labels, [0] * 10 + [1] * 10)
-    free = _segment_side(cost, np.full(20, 0.5), np.full(20, 10.0), widths, width_weight=0.0)
-    np.testing.assert_array_equal(free, 0)  # without the width prior the cheaper single label wins
-
-
-@pytest.mark.parametrize("name", ["MSN021_lower", "MSN022_upper", "MLEX001_upper"])
-def test_decoding_keeps_correct_labels(scans_dir: Path, name: str) -> None:
-    scan, aligned, _, classes = _scan(scans_dir, name)
-    decoded = decode_teeth(aligned, _soft(classes, 0.7), scan.jaw).argmax(1)
-    assert (decoded == classes).mean() > 0.98
-
-
-def test_decoding_gives_each_position_once_per_side(scans_dir: Path) -> None:
-    scan, aligned, _, classes = _scan(scans_dir, "MSN021_lower")
-    rng = np.random.default_rng(0)
-    probs = rng.dirichlet(np.ones(17) * 0.3, size=len(classes)) * 0.3 + _soft(classes, 0.5) * 0.7
-    out = decode_teeth(aligned, probs, scan.jaw)
-    tooth = probs.argmax(1) != 0
-    allowed = out[tooth] > 0
-    # a tooth vertex may only take gingiva and the positions decoded near it on its side
-    assert allowed[:, 1:].sum(1).max() <= 3
-    assert (out[tooth].argmax(1) == classes[tooth]).mean() > 0.98
-    np.testing.assert_allclose(out.sum(1), 1.0)
 
 
 def test_graph_cut_repairs_noisy_labels(scans_dir: Path) -> None:
@@ -75,7 +43,7 @@ def test_33_class_prediction_stays_in_the_scans_jaw(scans_dir: Path) -> None:
     rng = np.random.default_rng(1)
     probs = rng.dirichlet(np.ones(33), size=scan.num_vertices)
     probs[:, 17:] *= 5  # a model that prefers lower-jaw classes on an upper scan
-    options = {"tooth_decoding": False, "graph_cut": False, "instance_numbering": False, "tooth_relabel": False}
+    options = {"graph_cut": False, "instance_numbering": False}
     out = refine(probs / probs.sum(1, keepdims=True), aligned, scan.faces, normals, "upper", 33, options)
     assert out.max() <= 16
 
@@ -92,8 +60,7 @@ def test_options_left_out_take_their_documented_defaults(scans_dir: Path) -> Non
     partial = {"graph_cut": True, "graph_cut_smoothing": INFER_DEFAULTS["graph_cut_smoothing"]}
     full = refine(probs, aligned, scan.faces, normals, "upper", 17, dict(INFER_DEFAULTS))
     np.testing.assert_array_equal(refine(probs, aligned, scan.faces, normals, "upper", 17, partial), full)
-    off = refine(probs, aligned, scan.faces, normals, "upper", 17, {**INFER_DEFAULTS, "instance_numbering": False,
-                                                                      "tooth_relabel": False})
+    off = refine(probs, aligned, scan.faces, normals, "upper", 17, {**INFER_DEFAULTS, "instance_numbering": False})
     assert (off != full).any()  # the numbering changes labels here, so leaving it out would show
 
 
@@ -140,17 +107,3 @@ def test_render_writes_a_picture_with_reference(scans_dir: Path, tmp_path: Path)
     assert len(np.unique(pixels, axis=0)) > 200  # shaded triangles, not a flat fill
 
 
-def test_relabel_teeth_fixes_a_whole_tooth_and_splits_a_merged_pair(scans_dir: Path) -> None:
-    from pointmamba.evaluation.tooth_decoding import relabel_teeth
-
-    scan, _, _, classes = _scan(scans_dir, "MSN021_lower")
-    wrong = classes.copy()
-    wrong[classes == 3] = 5  # a whole tooth under a far-away number (not touching tooth 5)
-    fixed = relabel_teeth(wrong, classes, scan.faces, agree=0.5)
-    np.testing.assert_array_equal(fixed, classes)
-    merged = classes.copy()
-    merged[classes == 10] = 9  # two neighbouring teeth under one number: one connected piece
-    split = relabel_teeth(merged, classes, scan.faces, agree=0.9)
-    np.testing.assert_array_equal(split, classes)
-    whole = relabel_teeth(merged, classes, scan.faces, agree=0.5)  # the larger tooth's number wins the piece
-    assert len(np.unique(whole[(classes == 9) | (classes == 10)])) == 1

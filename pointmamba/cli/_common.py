@@ -82,8 +82,7 @@ class EvalRun:
 
 
 def open_eval_run(args: argparse.Namespace, default_out: str | None = None) -> EvalRun:
-    """The opening of the tools that evaluate a checkpoint on a split (test, removal_check,
-    bare_ridge_check): read ``--config`` with ``--set``, check ``--out``, pick the device, load
+    """The opening of the tools that evaluate a checkpoint on a split (test, removal_check): read ``--config`` with ``--set``, check ``--out``, pick the device, load
     ``--checkpoint`` (with ``--average-with``) and build the ``--split`` dataset (no augmentation).
 
     ``default_out`` None: ``--out`` is required and checked first of all. Else ``--out`` is optional,

@@ -7,7 +7,7 @@
 (``--config CONFIG`` is an alias of the positional config.)
 
 Metrics are computed on every original vertex, predicted exactly as tools/predict.py does (the ``infer``
-config section: mirror test-time augmentation, tooth decoding, graph cut; switch each with --set).
+config section: mirror test-time augmentation, graph cut, tooth numbering; switch each with --set).
 Writes DIR/metrics.json (overall, per class, per scan, summary), DIR/per_scan.csv, DIR/per_class.csv,
 DIR/summary.md and DIR/confusion.png (default DIR: work_dirs/<run>/test_<split>, <run> the checkpoint's folder,
 or its stem for the shipped model: never inside the installed package). The summary gives the

@@ -1,5 +1,4 @@
-"""Training augmentations of a jaw scan: rotation, scale, mirror (with left/right label swap), jitter,
-shift.
+"""Training augmentations of a jaw scan: rotation, scale, mirror (with left/right label swap), jitter.
 
 Every random choice takes a ``numpy.random.Generator`` so that a run is reproducible. Coordinates are
 (N, 3) in the canonical frame (see :mod:`pointmamba.data.pose`); normals are rotated with them.
@@ -24,12 +23,6 @@ DEFAULT_AUGMENT: dict[str, Any] = {
     "mirror": 0.5,        # probability of a mirror across the sagittal plane x = 0, with label swap
     "jitter": 0.01,       # Gaussian sigma in mm (scans are in mm); 0: off
     "jitter_clip": 0.05,
-    # mm: the scan moves by up to this much along x and y (uniform), 0: off (the behaviour before). The
-    # scan is centred on its centroid, which sits off the midline wherever one side of the arch is shorter
-    # (a tooth missing and its space closed, a third molar on one side): without it the network takes
-    # x = 0 for the midline, and closing one premolar's space moved the incisors' midpoint 4 mm sideways
-    # and the numbers of a whole side across it (docs/results/numbering).
-    "shift_mm": 0.0,
 }
 """A sensible training augmentation for aligned scans; pass ``augment=DEFAULT_AUGMENT`` (or a modified
 copy) to the dataset. Unaligned scans need ``"rotate": "so3"``."""
@@ -93,7 +86,7 @@ def jitter(coord: np.ndarray, rng: np.random.Generator, sigma: float, clip: floa
 
 class Augment:
     """A training augmentation built from a dict (keys as in :data:`DEFAULT_AUGMENT`; missing keys are
-    off, unknown keys are an error). Applies mirror, rotation, scale, jitter, shift in this order.
+    off, unknown keys are an error). Applies mirror, rotation, scale, jitter in this order.
 
     ``aug(coord, normal, labels, rng) -> (coord, normal, labels)``; labels are FDI numbers (or None).
     """
@@ -119,9 +112,6 @@ class Augment:
             raise ValueError(f"Augment: mirror is a probability in [0, 1], got {self.mirror}")
         self.jitter = float(config.get("jitter", 0.0))
         self.jitter_clip = config.get("jitter_clip")
-        self.shift = float(config.get("shift_mm", 0.0))
-        if not 0.0 <= self.shift <= 50.0:
-            raise ValueError(f"Augment: shift_mm must be in [0, 50] mm, got {self.shift}")
 
     def __call__(self, coord: np.ndarray, normal: np.ndarray | None, labels: np.ndarray | None,
                  rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
@@ -144,8 +134,4 @@ class Augment:
                 normal /= np.maximum(np.linalg.norm(normal, axis=1, keepdims=True), 1e-12)
         if self.jitter > 0:
             coord = jitter(coord, rng, self.jitter, self.jitter_clip)
-        if self.shift > 0:  # drawn last and only when on: runs without it keep their random stream
-            offset = np.zeros(3)
-            offset[:2] = rng.uniform(-self.shift, self.shift, size=2)
-            coord = coord + offset.astype(coord.dtype)
         return coord, normal, labels

@@ -23,7 +23,7 @@ from ..atomic_file import atomic_write
 from .augment import Augment
 from .errors import ScanFormatError
 from .fdi import IGNORE_INDEX, JAWS, check_jaw, check_num_classes, fdi_to_class
-from .grid_sampling import GRID_MODES, cap_points, grid_sample, thin_points
+from .grid_sampling import GRID_MODES, cap_points, grid_sample
 from .mesh import MESH_SUFFIXES, apply_transform, vertex_normals
 from .missing_teeth import MissingTeeth, arch_is_complete
 from .pose import canonical_pose
@@ -107,11 +107,7 @@ class Teeth3DSDataset:
     Labels: scans under ``position_label_roots`` are labelled by position along the arch, not by
     identity (see ``../shared/data/README.md``); those whose arch misses a tooth weigh
     ``position_label_weight`` in the loss (item key ``weight``), and only complete ones are given to
-    ``missing_teeth`` (a :class:`MissingTeeth` config, None: off). With ``relabel_closed_extractions``
-    a complete position-labelled arch with a closed premolar extraction gets identity numbers
-    (:mod:`.closed_extractions`; :meth:`relabelled` lists each such scan's map). With
-    ``relabel_counted_sides`` an identity-labelled arch's sides numbered as counted (a lone premolar
-    behind the canine numbered 4, then molars from 5) move back one number (``counted_side_map``).
+    ``missing_teeth`` (a :class:`MissingTeeth` config, None: off).
 
     ``num_classes`` 17 or 33 (see :mod:`pointmamba.data.fdi`); ``grid_size`` in mm (None/0: every
     vertex); ``max_points`` caps the rows; ``augment`` a dict for :class:`Augment` (None: off);
@@ -149,8 +145,6 @@ class Teeth3DSDataset:
         position_label_weight: float = 1.0,
         missing_teeth: Mapping[str, Any] | None = None,
         coord_feature: bool = True,
-        relabel_closed_extractions: bool = False,
-        relabel_counted_sides: bool = False,
     ) -> None:
         self.roots = data_roots(root)
         self.root = self.roots[0]  # where split files live by default
@@ -179,9 +173,6 @@ class Teeth3DSDataset:
         self.coord_feature = bool(coord_feature)
         self.missing_teeth = MissingTeeth(missing_teeth) if missing_teeth is not None else None
         self.position_label_weight = float(position_label_weight)
-        self.relabel_closed_extractions = bool(relabel_closed_extractions)
-        self.relabel_counted_sides = bool(relabel_counted_sides)
-        self._label_maps: dict[str, dict[int, int]] = {}  # scan name -> its relabelling map ({}: none)
         self._memory: dict[str, dict[str, np.ndarray]] = {}
         self.epoch = 0
 
@@ -268,37 +259,9 @@ class Teeth3DSDataset:
                 buf = io.BytesIO()
                 np.savez(buf, **data)
                 atomic_write(cache, buf.getvalue())
-        if "labels" in data and self._relabels(index):
-            data = self._relabel(name, data, identities=self.identity_labels[index])
         if self.in_memory:
             self._memory[name] = data
         return data
-
-    def _relabels(self, index: int) -> bool:
-        """Whether scan ``index``'s labels go through a relabelling switch."""
-        return self.relabel_counted_sides if self.identity_labels[index] else self.relabel_closed_extractions
-
-    def _relabel(self, name: str, data: dict[str, np.ndarray], identities: bool) -> dict[str, np.ndarray]:
-        """``data`` with a closed extraction's position labels turned into identities, or with an identity
-        arch's counted sides numbered as the other such sides are (the cache file keeps the labels as
-        read)."""
-        from .closed_extractions import apply_map, closed_extraction_map, counted_side_map
-
-        if name not in self._label_maps:
-            rule = counted_side_map if identities else closed_extraction_map
-            self._label_maps[name] = rule(_aligned(data), data["labels"], str(data["jaw"]))
-        mapping = self._label_maps[name]
-        if not mapping:
-            return data
-        return {**data, "labels": apply_map(data["labels"], mapping).astype(data["labels"].dtype)}
-
-    def relabelled(self) -> dict[str, dict[int, int]]:
-        """Each scan relabelled (a closed extraction, or an identity arch's counted sides) and its FDI map
-        (empty with both switches off). Scans not loaded yet are loaded now; their maps are computed once."""
-        for i, name in enumerate(self.names):
-            if name not in self._label_maps and self._relabels(i):
-                self.preprocessed(i)
-        return {name: m for name, m in self._label_maps.items() if m}
 
     def prepare(self, progress: bool = True) -> None:
         """Fill the cache for every scan now (with a progress bar)."""
@@ -310,13 +273,11 @@ class Teeth3DSDataset:
     # ------------------------------------------------------------------ items
     def labels_are_identities(self, index: int) -> bool:
         """Whether scan ``index``'s labels name each tooth by what it is: an identity-labelled root, or
-        a complete arch (positions 1..7 on both sides) from a position-labelled one, or one relabelled
-        as a closed extraction."""
+        a complete arch (positions 1..7 on both sides) from a position-labelled one."""
         if self.identity_labels[index]:
             return True
         d = self.preprocessed(index)
-        return "labels" in d and (bool(self._label_maps.get(self.names[index]))
-                                  or arch_is_complete(d["labels"], str(d["jaw"]) or None))
+        return "labels" in d and arch_is_complete(d["labels"], str(d["jaw"]) or None)
 
     def identity_arches(self, progress: bool = True, desc: str = "arches"
                         ) -> Iterator[tuple[int, np.ndarray, np.ndarray, str]]:
@@ -368,7 +329,7 @@ def make_item(d: Mapping[str, np.ndarray], name: str, num_classes: int, grid_siz
               align: bool = True, mode: str = "test", rng: np.random.Generator | None = None,
               augment: Augment | None = None, max_points: int | None = None,
               jaw_feature: bool = False, missing_teeth: MissingTeeth | None = None,
-              coord_feature: bool = True, max_input_points: int | None = None) -> dict[str, Any]:
+              coord_feature: bool = True) -> dict[str, Any]:
     """One model input from preprocessed arrays (see :func:`preprocess`): align (optional), centre,
     remove teeth (optional, needs labels), augment (optional), grid sample, point cap. The dataset and
     whole-scan inference both use it, so a user's scan is prepared exactly like the eval split.
@@ -376,9 +337,7 @@ def make_item(d: Mapping[str, np.ndarray], name: str, num_classes: int, grid_siz
     ``jaw_feature`` appends a constant channel, +1 for an upper and -1 for a lower jaw: the 17-class
     scheme gives 11 and 31 one class, and lower teeth are narrower, so without it the network must guess
     the jaw from shape to know where each tooth position lies. ``coord_feature`` false leaves the centred
-    coordinates out of the features (``coord`` still carries them, for the grid and the serialization).
-    ``max_input_points`` thins a grid sample of more points evenly to that many (:func:`thin_points`;
-    inference's ``infer.max_input_points``): a dense scan reaches the network at its training density."""
+    coordinates out of the features (``coord`` still carries them, for the grid and the serialization)."""
     jaw = str(d["jaw"]) or None
     coord = d["vertices"].astype(np.float64) + d.get("origin", 0.0)  # float64 before rotating and centring
     normal = d["normals"].astype(np.float64)
@@ -398,7 +357,6 @@ def make_item(d: Mapping[str, np.ndarray], name: str, num_classes: int, grid_siz
         coord, normal, labels = augment(coord, normal, labels, rng)
     index_rows, inverse = grid_sample(coord, grid_size, mode, rng)
     index_rows, inverse = cap_points(coord, index_rows, inverse, max_points, mode, rng)
-    index_rows, inverse = thin_points(coord, index_rows, inverse, max_input_points)
     if labels is not None:
         vertex_segment = fdi_to_class(labels, jaw, num_classes)
     else:

@@ -84,28 +84,3 @@ def cap_points(coord: np.ndarray, index: np.ndarray, inverse: np.ndarray, max_po
         _, nearest = cKDTree(coord[new_index]).query(coord[lost])
         new_inverse[lost] = nearest
     return new_index, new_inverse
-
-
-def thin_points(coord: np.ndarray, index: np.ndarray, inverse: np.ndarray, max_points: int | None
-                ) -> tuple[np.ndarray, np.ndarray]:
-    """Keep at most ``max_points`` of the rows ``index``: the first of each cell of the smallest grid
-    (to 0.01 mm) that leaves no more, so the kept points cover the surface evenly (a scan far denser than
-    the training scans is fed to the network at their density); every point maps to its nearest kept one.
-    Deterministic; ``index`` ascending as :func:`grid_sample` returns it."""
-    if max_points is None or len(index) <= max_points:
-        return index, inverse
-    if max_points <= 0:
-        raise ValueError(f"thin_points: max_points must be positive, got {max_points}")
-    from scipy.spatial import cKDTree
-
-    rows_coord = coord[index]
-    lo, hi = 0.0, max(float(np.ptp(rows_coord, 0).max()), 1e-6)  # one cell of the whole extent keeps 1 point
-    while hi - lo > 0.01:
-        mid = 0.5 * (lo + hi)
-        if len(np.unique(voxel_keys(rows_coord, mid))) > max_points:
-            lo = mid
-        else:
-            hi = mid
-    new_index = index[grid_sample(rows_coord, hi)[0]]
-    _, nearest = cKDTree(coord[new_index]).query(coord)
-    return new_index, np.asarray(nearest, dtype=np.int64)

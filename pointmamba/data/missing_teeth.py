@@ -9,14 +9,9 @@ A removed tooth is
 * **flattened**: its crown points are lowered onto the gingiva around it (height and normal
   interpolated from the nearest gingiva vertices, seen from above, a little lower as a healed ridge
   is) and labelled gingiva, as a healed gap looks;
-* **deleted**: its points are dropped, as a scan with a hole (a tooth cut out in software) looks; or
-* **closed** (with probability ``close``, off by default): flattened, then most of its space is taken
-  out, as after an orthodontic extraction or years of drift: a wedge of the arch as wide as
-  ``close_min``-1 of the tooth (seen from the scan's centre) is cut out and the rest of that side turned
-  about the vertical axis through the centre by the wedge's angle, so the tooth behind the gap comes
-  forward to (or near) the one in front of it. Made for 3D-IOSSeg's extraction cases, where the network
-  called a closed-up 35 "34" at confidence 0.92-1.0 and moved every molar behind it one number forward;
-  measured on split B it did not help them (docs/results/numbering/README.md), so it stays off.
+* **deleted**: its points are dropped, as a scan with a hole (a tooth cut out in software) looks.
+
+:func:`close_space` closes a removed tooth's space (the removal check's ``close`` mode).
 
 With probability ``edentulous`` an arch loses all but 0-3 of its teeth (a nearly edentulous arch must
 come back with no teeth or the few it has, not with teeth invented along the ridge).
@@ -40,8 +35,6 @@ DEFAULT_MISSING_TEETH: dict[str, Any] = {
     "edentulous": 0.03,  # probability that an arch keeps only 0-3 of its teeth (all flattened)
     "ridge_drop_mm": 1.0,  # a flattened tooth sits up to this much below the gingiva around it (uniform)
     "neighbours": 8,  # gingiva vertices interpolated per flattened point
-    "close": 0.0,  # probability that a removed tooth's space is closed (0: never, the behaviour before)
-    "close_min": 0.6,  # a closed space shrinks by close_min..1 of the tooth's width (uniform)
 }
 
 
@@ -58,7 +51,7 @@ class MissingTeeth:
         if unknown:
             raise ValueError(f"MissingTeeth: unknown key(s) {sorted(unknown)}; valid: {sorted(DEFAULT_MISSING_TEETH)}")
         c = {**DEFAULT_MISSING_TEETH, **config}
-        for key in ("p", "flatten", "edentulous", "close", "close_min"):
+        for key in ("p", "flatten", "edentulous"):
             if not 0.0 <= float(c[key]) <= 1.0:
                 raise ValueError(f"MissingTeeth: {key} is a probability in [0, 1], got {c[key]!r}")
         if int(c["max_teeth"]) < 1 or int(c["neighbours"]) < 1:
@@ -69,11 +62,9 @@ class MissingTeeth:
         self.p, self.max_teeth, self.flatten = float(c["p"]), int(c["max_teeth"]), float(c["flatten"])
         self.edentulous, self.ridge_drop = float(c["edentulous"]), float(c["ridge_drop_mm"])
         self.neighbours = int(c["neighbours"])
-        self.close, self.close_min = float(c["close"]), float(c["close_min"])
 
     def choose(self, teeth: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-        """(teeth to remove, whether each is flattened) for an arch holding ``teeth`` (FDI numbers).
-        Which of them are also closed is drawn in ``__call__``."""
+        """(teeth to remove, whether each is flattened) for an arch holding ``teeth`` (FDI numbers)."""
         none = np.zeros(0, dtype=teeth.dtype)
         if len(teeth) == 0:
             return none, np.zeros(0, dtype=bool)
@@ -93,19 +84,11 @@ class MissingTeeth:
         removed, flat = self.choose(teeth, rng)
         if len(removed) == 0:
             return coord, normal, labels
-        # drawn only when on, so runs without closing keep their random stream
-        closed = rng.random(len(removed)) < self.close if self.close > 0 else np.zeros(len(removed), bool)
-        if len(removed) == len(teeth):  # every tooth gone: no neighbour to close the space against
-            closed[:] = False
-        flat = flat | closed
         coord, normal, labels = coord.copy(), normal.copy(), labels.copy()
         gone = np.isin(labels, removed[flat])
         if gone.any():
             coord[gone], normal[gone] = self._flattened(coord, normal, labels, gone, rng)
         keep = ~np.isin(labels, removed[~flat])
-        for tooth in removed[closed]:  # flattened points keep their tooth's label until the end
-            coord, normal, kept = close_space(coord, normal, labels, int(tooth), rng.uniform(self.close_min, 1.0))
-            keep &= kept
         labels[gone] = 0
         return coord[keep], normal[keep], labels[keep]
 

@@ -66,13 +66,11 @@ CANDIDATE_NATS = 3.0  # ... and every label whose cost is within this of its che
 # cut; 6 and 3.0 score 0.830, at 0.43 of one cut's time on 201k vertices: docs/results/scan_density)
 
 
-def edge_weights(vertices: np.ndarray, normals: np.ndarray, edges: np.ndarray, angle_scale: float = 1.0
-                 ) -> np.ndarray:
-    """MeshSegNet-style cut costs per edge (see module doc); always > 0. ``angle_scale`` multiplies each
-    angle between normals first (capped at pi): on a finer mesh, the angle over a coarser mesh's edge."""
+def edge_weights(vertices: np.ndarray, normals: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """MeshSegNet-style cut costs per edge (see module doc); always > 0."""
     ni, nj = normals[edges[:, 0]], normals[edges[:, 1]]
     cos = np.clip((ni * nj).sum(1), -1.0, 1.0)
-    angle = np.minimum(np.arccos(cos) * angle_scale, np.pi)
+    angle = np.arccos(cos)
     base = -np.log(np.clip(angle / np.pi, 1e-4, 1.0)) + 1e-3
     convex = ((nj - ni) * (vertices[edges[:, 1]] - vertices[edges[:, 0]])).sum(1) > 0
     w = np.where(convex, base * (1.0 + np.abs(cos)), base)
@@ -118,14 +116,13 @@ def density_factor(vertices: np.ndarray, edges: np.ndarray, power: float) -> flo
 
 def graph_cut(probs: np.ndarray, vertices: np.ndarray, faces: np.ndarray, normals: np.ndarray,
               smoothing: float = 1.0, settle: bool = True, coarse_first: bool = True,
-              density_power: float = 0.0, density_angles: bool = False) -> np.ndarray:
+              density_power: float = 0.0) -> np.ndarray:
     """Labels (V,) minimizing the energy of the module doc; classes with zero probability everywhere are
     left out of the optimization (they cannot win). ``settle``: settled vertices keep their class and only
     the others are cut (see module doc). ``coarse_first``: a fine mesh is cut coarse first, then vertex
     by vertex near the boundaries (see module doc); False: one cut of every unsettled vertex.
     ``density_power``: on a mesh finer than the training scans ``smoothing`` grows by
-    :func:`density_factor` (0: the same smoothing at every density); ``density_angles``: there its
-    crease angles grow by :func:`density_factor` with power 1 as well."""
+    :func:`density_factor` (0: the same smoothing at every density)."""
     probs = np.asarray(probs, dtype=np.float64)
     if not (np.isfinite(smoothing) and 0 <= smoothing <= MAX_SMOOTHING):
         raise ValueError(f"graph_cut: smoothing must be in [0, {MAX_SMOOTHING:g}], got {smoothing!r}")
@@ -140,8 +137,8 @@ def graph_cut(probs: np.ndarray, vertices: np.ndarray, faces: np.ndarray, normal
     n = len(probs)
     edges = mesh_edges(faces, n)
     points = np.asarray(vertices, np.float64)
-    ratio = density_factor(points, edges, 1.0) if density_power or density_angles else 1.0  # edges measured once
-    weights = edge_weights(points, np.asarray(normals, np.float64), edges, ratio if density_angles else 1.0)
+    ratio = density_factor(points, edges, 1.0) if density_power else 1.0
+    weights = edge_weights(points, np.asarray(normals, np.float64), edges)
     smoothing = min(smoothing * ratio ** density_power, MAX_SMOOTHING)
     # integer energies in 1/100 units (gco reads the raw buffers)
     unary_i = np.round(unary * 100).astype(np.int64)

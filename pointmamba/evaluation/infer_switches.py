@@ -12,23 +12,17 @@ import numpy as np
 import torch
 from torch import nn
 
-_OFF = {"mirror_tta": False, "tooth_decoding": False, "graph_cut": False, "tooth_relabel": False,
-        "instance_numbering": False}
-_DEFAULT = {"mirror_tta": True, "tooth_decoding": False, "graph_cut": True, "tooth_relabel": True,
-            "instance_numbering": True}
+_OFF = {"mirror_tta": False, "graph_cut": False, "instance_numbering": False}
+_DEFAULT = {"mirror_tta": True, "graph_cut": True, "instance_numbering": True}
 VARIANTS: dict[str, dict[str, bool]] = {
     "network only": _OFF,
     "+ mirror TTA": {**_OFF, "mirror_tta": True},
     "+ graph cut": {**_OFF, "graph_cut": True},
-    "+ tooth decoding (mask)": {**_OFF, "tooth_decoding": True},
-    "+ tooth relabel": {**_OFF, "tooth_relabel": True},
     "+ graph cut + instance numbering": {**_OFF, "graph_cut": True, "instance_numbering": True},
     "defaults (TTA + graph cut + instance numbering)": _DEFAULT,
     "defaults without mirror TTA": {**_DEFAULT, "mirror_tta": False},
     "defaults without graph cut": {**_DEFAULT, "graph_cut": False},
-    "defaults, bin relabel instead of instance numbering": {**_DEFAULT, "instance_numbering": False},
-    "defaults without any tooth numbering": {**_DEFAULT, "instance_numbering": False, "tooth_relabel": False},
-    "defaults + tooth decoding (mask)": {**_DEFAULT, "tooth_decoding": True},
+    "defaults without instance numbering": {**_DEFAULT, "instance_numbering": False},
 }
 
 

@@ -1,7 +1,6 @@
 """Segmenting whole scans with a trained checkpoint: load, preprocess like the eval set, predict every vertex."""
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -41,8 +40,7 @@ def load_trained(checkpoint: str | Path, device: torch.device, config: dict[str,
     the one ``tools/test.py --config`` names) is used instead when given. A model file that holds more
     networks (``average_with``, see :mod:`.averaged_networks`), or checkpoints named in ``average_with``,
     give an :class:`~.averaged_networks.AveragedNetworks`: the first network is this checkpoint's (built
-    from ``config``), each other is built from its own stored config. A model file holding a tooth-shape
-    network (``tooth_shape``) is named in ``config["_tooth_shape"]`` for the instance numbering.
+    from ``config``), each other is built from its own stored config.
     """
     from .averaged_networks import AveragedNetworks, check_one_network
 
@@ -62,8 +60,6 @@ def load_trained(checkpoint: str | Path, device: torch.device, config: dict[str,
         others.append((_build_network(member, member_cfg, where), member_cfg))
     if others:
         model = AveragedNetworks(model, config, others, str(checkpoint))
-    if isinstance(state.get("tooth_shape"), dict):  # read by inference when infer.shape_model names none
-        config["_tooth_shape"] = str(checkpoint)
     return model.to(device).eval(), config
 
 
@@ -81,15 +77,10 @@ def _build_network(state: dict[str, Any], config: dict[str, Any], path: str | Pa
 
 
 def infer_options(cfg: dict[str, Any]) -> dict[str, Any]:
-    """The ``infer`` section of ``cfg`` over its defaults (checkpoints older than it have none); where
-    ``infer.shape_model`` is unset, the model file's own tooth-shape network (``cfg["_tooth_shape"]``, set by
-    :func:`load_trained`), so every path that refines a scan uses the same one."""
+    """The ``infer`` section of ``cfg`` over its defaults (checkpoints older than it have none)."""
     from ..config import INFER_DEFAULTS
 
-    options = {**INFER_DEFAULTS, **(cfg.get("infer") or {})}
-    if options.get("shape_model") is None and cfg.get("_tooth_shape"):
-        options["shape_model"] = cfg["_tooth_shape"]
-    return options
+    return {**INFER_DEFAULTS, **(cfg.get("infer") or {})}
 
 
 def _jaw_classes(num_classes: int, jaw: str | None) -> np.ndarray | None:
@@ -162,12 +153,11 @@ def summed_view_probabilities(model: nn.Module, arrays: dict[str, np.ndarray], n
     from .averaged_networks import inference_members
 
     members = inference_members(model, cfg)
-    thin = infer_options(cfg)["max_input_points"]  # an inference choice (the top-level infer), one for all members
     if len(members) == 1:
-        return _summed_one_network(members[0][0], arrays, name, members[0][1], device, views, start, thin)
+        return _summed_one_network(members[0][0], arrays, name, members[0][1], device, views, start)
     total, transform = None, None
     for net, net_cfg in members:
-        part, frame = _summed_one_network(net, arrays, name, net_cfg, device, views, max_input_points=thin)
+        part, frame = _summed_one_network(net, arrays, name, net_cfg, device, views)
         if transform is not None and not np.allclose(frame, transform, atol=1e-6):
             raise ValueError(f"{name}: the averaged networks put the scan in different frames (data sections "
                              "differ in pose alignment): their probabilities cannot be added")
@@ -178,8 +168,8 @@ def summed_view_probabilities(model: nn.Module, arrays: dict[str, np.ndarray], n
 
 
 def _summed_one_network(model: nn.Module, arrays: dict[str, np.ndarray], name: str, cfg: dict[str, Any],
-                        device: torch.device, views: list[TestView], start: np.ndarray | None = None,
-                        max_input_points: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+                        device: torch.device, views: list[TestView], start: np.ndarray | None = None
+                        ) -> tuple[np.ndarray, np.ndarray]:
     """:func:`summed_view_probabilities` of one network."""
     from ..data import collate, mirror_class
     from ..data.dataset import make_item
@@ -192,7 +182,7 @@ def _summed_one_network(model: nn.Module, arrays: dict[str, np.ndarray], name: s
         with timed("preprocess"):
             items = [make_item(arrays, name=name, num_classes=d["num_classes"], grid_size=d["grid_size"],
                                align=d["align"], mode="test", rng=np.random.default_rng(0), augment=view,
-                               max_input_points=max_input_points, **input_features(d)) for view in chunk]
+                               **input_features(d)) for view in chunk]
             batch = collate(items)
         with timed("network"):
             batch, logits = predict_batch(model, batch, device, bool(cfg["train"]["amp"]))
@@ -209,8 +199,8 @@ def _summed_one_network(model: nn.Module, arrays: dict[str, np.ndarray], name: s
 
 def refine(probs: np.ndarray, aligned: np.ndarray, faces: np.ndarray, normals: np.ndarray, jaw: str | None,
            num_classes: int, options: dict[str, Any]) -> np.ndarray:
-    """Per-vertex class ids from probabilities: restrict to the jaw's classes, tooth decoding, graph
-    cut and tooth numbering as ``options`` (the ``infer`` config section) switch them."""
+    """Per-vertex class ids from probabilities: restrict to the jaw's classes, graph cut and tooth
+    numbering as ``options`` (the ``infer`` config section) switch them."""
     return refine_numbered(probs, aligned, faces, normals, jaw, num_classes, options)[0]
 
 
@@ -218,9 +208,7 @@ def refine_numbered(probs: np.ndarray, aligned: np.ndarray, faces: np.ndarray, n
                     jaw: str | None, num_classes: int, options: dict[str, Any],
                     progress: Callable[[str], None] | None = None) -> tuple[np.ndarray, Any]:
     """:func:`refine` and the instance numbering it made (None where ``infer.instance_numbering`` is off
-    or the jaw is unknown); ``progress`` is told each step as it starts."""
-    from .tooth_decoding import arch_decoding, relabel_teeth
-
+    or the jaw is unknown: the cut's labels as they are); ``progress`` is told each step as it starts."""
     options = infer_options({"infer": options})  # a key left out means its documented default, never "off"
     step = progress or (lambda name: None)
     keep = _jaw_classes(num_classes, jaw)
@@ -228,22 +216,11 @@ def refine_numbered(probs: np.ndarray, aligned: np.ndarray, faces: np.ndarray, n
         masked = np.zeros_like(probs)
         masked[:, keep] = probs[:, keep]
         probs = masked / np.maximum(masked.sum(1, keepdims=True), 1e-12)
-    decoded = None
-    by_instances = jaw is not None and bool(options["instance_numbering"])
-    relabel = bool(options["tooth_relabel"]) and not by_instances  # instance numbering replaces it
-    if jaw is not None and (options["tooth_decoding"] or relabel):
-        step("decoding teeth along the arch")
-        masked, decoded = arch_decoding(aligned, probs, jaw, num_classes, width_weight=options["decoding_width_weight"])
-        if options["tooth_decoding"]:
-            probs = masked
     labels = _cut(probs, aligned, faces, normals, options, step)
     numbering = None
-    if by_instances:
+    if jaw is not None and options["instance_numbering"]:
         step("numbering teeth")
         labels, numbering = _number(labels, probs, aligned, faces, jaw, num_classes, options)
-    elif decoded is not None and relabel:
-        step("relabelling teeth")
-        labels = relabel_teeth(labels, decoded, faces)
     return labels, numbering
 
 
@@ -253,15 +230,15 @@ def refine_either_jaw(probs: np.ndarray, aligned: np.ndarray, faces: np.ndarray,
     """:func:`refine_numbered` that also tells the jaw from the teeth (:mod:`.jaw_from_teeth`): the graph cut
     once, the numbering under both jaws' priors; the jaw is ``given`` where a name said it, else the one
     whose numbering has the larger log partition function. Returns (labels, numbering, :class:`~.jaw_from_teeth.JawCall`); the call is None
-    where the options leave the cut depending on the jaw (33 classes, tooth decoding, no instance
-    numbering), which then needs ``given``."""
+    where the options leave the labels without a jaw's numbering (33 classes, no instance numbering), which
+    then needs ``given``."""
     from .jaw_from_teeth import call_jaw
 
     options = infer_options({"infer": options})
-    if num_classes != 17 or not options["instance_numbering"] or options["tooth_decoding"]:
+    if num_classes != 17 or not options["instance_numbering"]:
         if given is None and num_classes == 17:
             raise ValueError("jaw unknown, and these inference options cannot tell it from the teeth (that needs "
-                             "infer.instance_numbering on and infer.tooth_decoding off): pass --jaw upper|lower")
+                             "infer.instance_numbering on): pass --jaw upper|lower")
         labels, numbering = refine_numbered(probs, aligned, faces, normals, given, num_classes, options, progress)
         return labels, numbering, None
     from ..data.mesh import vertex_areas
@@ -289,7 +266,6 @@ def _cut(probs: np.ndarray, aligned: np.ndarray, faces: np.ndarray, normals: np.
     step("graph cut")
     return graph_cut(probs, aligned, faces, normals, smoothing=options["graph_cut_smoothing"],
                      density_power=float(options["graph_cut_density_power"] or 0.0),
-                     density_angles=bool(options["graph_cut_density_angles"]),
                      coarse_first=bool(options["graph_cut_coarse_first"]))
 
 
@@ -306,44 +282,9 @@ def _number(labels: np.ndarray, probs: np.ndarray, aligned: np.ndarray, faces: n
                      evidence_weight=float(options["numbering_evidence_weight"]))
     if areas is None and len(faces):
         areas = vertex_areas(aligned, faces)
-    shape_model, shape_weight, tooth_weight = shape_setting(options)
     return number_teeth(labels, probs, aligned, faces, jaw, num_classes, priors=priors, areas=areas,
-                        shape_model=shape_model, shape_weight=shape_weight, shape_floor=float(options["shape_floor"]),
-                        tooth_weight=tooth_weight, dentition=str(options["dentition"]),
+                        dentition=str(options["dentition"]),
                         mend_split=bool(options["mend_split"]), pieces=pieces)
-
-
-def shape_setting(options: dict[str, Any]) -> tuple[nn.Module | None, float, float]:
-    """The tooth-shape network and its two weights in the instance numbering (:mod:`.tooth_shape`): the
-    network of ``infer.shape_model`` (a file of ``tools/train_tooth_shape.py``, or a model file holding
-    one), ``infer.shape_weight`` for the positions and ``infer.tooth_weight`` for "no tooth"; a weight
-    left unset (None) is the one stored with the network (0 where none is). (None, 0.0, 0.0) where no
-    network is named or both weights are 0."""
-    path, weight, tooth = options.get("shape_model"), options.get("shape_weight"), options.get("tooth_weight")
-    if not path:
-        for key, value in (("shape_weight", weight), ("tooth_weight", tooth)):
-            if value is not None and float(value) > 0:
-                raise ValueError(f"infer.{key} > 0 needs a tooth-shape network: infer.shape_model (a file of "
-                                 "tools/train_tooth_shape.py) or a model file holding one")
-        return None, 0.0, 0.0
-    stat = Path(path).stat() if Path(path).is_file() else None
-    model, stored, stored_tooth = _shape_file(str(path), (stat.st_mtime_ns, stat.st_size) if stat else None)
-    weight = (stored or 0.0) if weight is None else float(weight)
-    tooth = (stored_tooth or 0.0) if tooth is None else float(tooth)
-    if tooth > 0 and not model.no_tooth:
-        raise ValueError(f"{path}: infer.tooth_weight > 0 needs a tooth-shape network with a \"no tooth\" output "
-                         "(tools/train_tooth_shape.py with --ridge-share > 0)")
-    return (model, weight, tooth) if weight > 0 or tooth > 0 else (None, 0.0, 0.0)
-
-
-@functools.lru_cache(maxsize=4)
-def _shape_file(path: str, stamp: tuple[int, int] | None) -> tuple[nn.Module, float | None, float | None]:
-    """A tooth-shape network and its stored weights (positions, "no tooth"), read once per process and
-    file version (``stamp``)."""
-    from .tooth_shape import read_shape_entry, shape_network, stored_weight
-
-    entry = read_shape_entry(path)
-    return shape_network(entry, path), stored_weight(entry), stored_weight(entry, "tooth_weight")
 
 
 def scan_probabilities(model: nn.Module, scan: Any, cfg: dict[str, Any], device: torch.device,
@@ -378,7 +319,7 @@ def segment_scan(model: nn.Module, scan: Any, cfg: dict[str, Any], device: torch
 
     The scan is preprocessed exactly as the eval split is (canonical pose, centring, normals, grid
     sampling in test mode); every vertex takes its voxel representative's probabilities, then the
-    ``infer`` options (mirror test-time augmentation, tooth decoding, graph cut) apply. ``progress`` is
+    ``infer`` options (mirror test-time augmentation, graph cut, tooth numbering) apply. ``progress`` is
     told each step as it starts (minutes each on a scan of millions of vertices).
     """
     from ..data import class_to_fdi

@@ -173,19 +173,12 @@ def _logsumexp(x: np.ndarray, axis: int | None = None) -> np.ndarray:
 
 
 def number_instances(instances: list[Instance], evidence: np.ndarray, gum_evidence: np.ndarray,
-                     priors: ArchPriors, temperature: float = 1.0, shape_evidence: np.ndarray | None = None,
-                     shape_weight: float = 0.0, tooth_evidence: np.ndarray | None = None,
-                     tooth_weight: float = 0.0, forced: dict[int, int] | None = None) -> Numbering:
+                     priors: ArchPriors, temperature: float = 1.0, forced: dict[int, int] | None = None) -> Numbering:
     """The cheapest numbering of ``instances`` (sorted along the arch) and their posteriors.
 
     ``evidence`` (n, 16): each instance's probability of each arch index (the network's mean over its
     surface); ``gum_evidence`` (n,): its probability of gingiva. Energies are in nats; ``temperature``
     divides them for the posteriors only (calibration).
-
-    ``shape_evidence`` (n, 16): each instance's probability of each arch index from its own shape
-    (:mod:`.tooth_shape`), weighed by ``shape_weight``. It ranks the numbers of a tooth:
-    its cost is measured from the instance's most likely position (0 there), a pair of teeth takes the
-    mean of its two numbers' costs, and calling an instance gingiva costs nothing more or less than before.
 
     ``forced`` {instance index: arch index}: those instances take that one number (every other option,
     gingiva included, costs :data:`FORCED_COST`): a reading of the arch given from outside (the dentition,
@@ -203,25 +196,17 @@ def number_instances(instances: list[Instance], evidence: np.ndarray, gum_eviden
     ev = np.asarray(evidence, dtype=np.float64)
     widths = np.array([inst.width for inst in instances])
     gum = priors.gingiva_cost(gum_evidence, widths)
-    tooth_cost = np.zeros(n)
-    if tooth_evidence is not None and tooth_weight > 0 and n:
-        tooth_cost = -tooth_weight * np.log(np.clip(np.asarray(tooth_evidence, dtype=np.float64), LOG_EPS, 1.0))
     unary = np.empty((n, n_opt))
     for o in range(n_opt):
         f, l_ = first[o], last[o]
         data = -priors.evidence_weight * np.log(np.maximum(ev[:, f:l_ + 1].sum(1), LOG_EPS))
         unary[:, o] = (data + priors.width_cost(widths, f, l_) + keep[f:l_ + 1].sum()
-                       + (priors.pair_cost if pair[o] else 0.0) + tooth_cost)
+                       + (priors.pair_cost if pair[o] else 0.0))
     if forced:
         for i, a in forced.items():
             keep_only = (first == a) & (last == a)
             unary[i, ~keep_only] += FORCED_COST
             gum[i] += FORCED_COST
-    if shape_evidence is not None and shape_weight > 0 and n:
-        log_shape = np.log(np.maximum(np.asarray(shape_evidence, dtype=np.float64), LOG_EPS))
-        # a pair's crop is two teeth, which the classifier never saw: it is scored by the mean of its two
-        # numbers' log-probabilities (neutral to it, the pair would be a way around the shape evidence)
-        unary += shape_weight * (log_shape.max(1, keepdims=True) - 0.5 * (log_shape[:, first] + log_shape[:, last]))
     start = miss_cum[first]  # positions before the first tooth are missing
     end = miss_cum[NUM_POSITIONS] - miss_cum[last + 1]
     gum_cum = np.concatenate([[0.0], np.cumsum(gum)])  # gingiva cost of instances [a, b)
@@ -354,19 +339,13 @@ def merge_fragments(pieces: list[np.ndarray], edges: np.ndarray, labels: np.ndar
 
 def number_teeth(labels: np.ndarray, probs: np.ndarray, aligned: np.ndarray, faces: np.ndarray, jaw: str,
                  num_classes: int, priors: ArchPriors | None = None, areas: np.ndarray | None = None,
-                 temperature: float = 1.0, min_vertices: int = 20, shape_model: Any = None,
-                 shape_weight: float = 0.0, shape_floor: float = 0.0, tooth_weight: float = 0.0,
-                 dentition: str | None = None, mend_split: bool = False,
+                 temperature: float = 1.0, min_vertices: int = 20, dentition: str | None = None, mend_split: bool = False,
                  pieces: list[np.ndarray] | None = None) -> tuple[np.ndarray, Numbering]:
     """Renumber the teeth of ``labels`` (per-vertex classes, e.g. after the graph cut) as whole instances
     (see module doc). Returns the new labels and the :class:`Numbering` (instances, options, posteriors).
 
     ``probs`` (V, C) the network's probabilities, ``aligned`` (V, 3) vertices in the canonical frame,
-    ``areas`` (V,) vertex areas weighting the evidence (default: equal); ``shape_model`` (a
-    :class:`~pointmamba.models.tooth_shape.ToothShapeNet`) names each instance from its own crop, as
-    evidence weighed by ``shape_weight`` (see :func:`number_instances`), its probabilities mixed with
-    ``shape_floor`` of the uniform (a cap on what one confident error of the classifier costs), and, where
-    it has a "no tooth" output, tells a tooth from bare ridge, weighed by ``tooth_weight``. ``dentition``
+    ``areas`` (V,) vertex areas weighting the evidence (default: equal). ``dentition``
     ``auto`` | ``permanent`` | ``mixed`` reads the sides of the lone-premolar pattern that way
     (:mod:`.dentition`; None: the numbering alone, as before the dentition existed). ``mend_split``: two
     neighbouring instances that look like one tooth split in two are merged and the arch numbered again
@@ -381,24 +360,17 @@ def number_teeth(labels: np.ndarray, probs: np.ndarray, aligned: np.ndarray, fac
     classes = arch_classes(num_classes, jaw)
     w = np.ones(len(labels)) if areas is None else np.asarray(areas, dtype=np.float64)
 
-    def measured(pieces: list[np.ndarray]) -> tuple[list[Instance], np.ndarray, Any, Any]:
-        """The instances of ``pieces`` along the arch, their mean probabilities and shape evidence."""
-        instances, frame = measure_instances(aligned, pieces)
+    def measured(pieces: list[np.ndarray]) -> tuple[list[Instance], np.ndarray]:
+        """The instances of ``pieces`` along the arch and their mean probabilities."""
+        instances, _ = measure_instances(aligned, pieces)
         mean_probs = np.array([np.average(probs[inst.vertices], axis=0, weights=w[inst.vertices] + 1e-12)
                                for inst in instances]).reshape(len(instances), probs.shape[1])
-        shape, tooth = None, None
-        if shape_model is not None and (shape_weight > 0 or tooth_weight > 0):
-            from .tooth_shape import shape_evidence
+        return instances, mean_probs
 
-            shape, tooth = shape_evidence(shape_model, aligned, faces, instances, frame.centre, jaw)
-            shape = (1.0 - shape_floor) * shape + shape_floor / 8.0
-        return instances, mean_probs, shape, tooth
-
-    instances, mean_probs, shape, tooth = measured(pieces)
+    instances, mean_probs = measured(pieces)
 
     def renumber(forced: dict[int, int] | None) -> Numbering:
-        return number_instances(instances, mean_probs[:, classes], mean_probs[:, 0], priors, temperature,
-                                shape, shape_weight, tooth, tooth_weight, forced)
+        return number_instances(instances, mean_probs[:, classes], mean_probs[:, 0], priors, temperature, forced)
 
     def to_labels(numbering: Numbering) -> np.ndarray:
         return numbered_labels(labels, numbering, classes, priors)
@@ -411,7 +383,7 @@ def number_teeth(labels: np.ndarray, probs: np.ndarray, aligned: np.ndarray, fac
         pairs = split_pairs(numbering, priors)
         if pairs:
             mended = [(numbering.options[i][0], numbering.options[j][0]) for i, j in pairs]
-            instances, mean_probs, shape, tooth = measured(merged_pieces(numbering.instances, pairs))
+            instances, mean_probs = measured(merged_pieces(numbering.instances, pairs))
             numbering = renumber(None)
     numbering.mended = mended
     out = to_labels(numbering)

@@ -31,27 +31,15 @@ def resolve_checkpoint(name: str | Path | None) -> Path:
 
 
 def export_compact(state: dict[str, Any], out: str | Path, provenance: dict[str, Any] | None = None,
-                   average_with: list[tuple[dict[str, Any], dict[str, Any]]] | None = None,
-                   tooth_shape: dict[str, Any] | None = None) -> Path:
+                   average_with: list[tuple[dict[str, Any], dict[str, Any]]] | None = None) -> Path:
     """Write a checkpoint's weights as float16 with its config and warm-up state (no optimizer, no RNG);
-    ``average_with``: more (checkpoint state, provenance) whose networks inference averages with it;
-    ``tooth_shape``: a tooth-shape network's entry (``evaluation/tooth_shape.py``) for the numbering."""
+    ``average_with``: more (checkpoint state, provenance) whose networks inference averages with it."""
     from ..training.checkpoint import save_checkpoint
 
     compact = {"format": FORMAT, **_compact_network(state, provenance)}
     if average_with:  # the first network stays at the top: fine-tuning and older versions read it alone
         compact["average_with"] = [_compact_network(s, p) for s, p in average_with]
-    if tooth_shape is not None:
-        compact["tooth_shape"] = tooth_shape
     save_checkpoint(compact, out)
-    return Path(out)
-
-
-def with_tooth_shape(model_file: dict[str, Any], tooth_shape: dict[str, Any], out: str | Path) -> Path:
-    """Write a loaded model file's networks unchanged, with ``tooth_shape`` added (or replaced)."""
-    from ..training.checkpoint import save_checkpoint
-
-    save_checkpoint({**model_file, "tooth_shape": tooth_shape}, out)
     return Path(out)
 
 

@@ -122,7 +122,7 @@ def checkpoint_config(state: dict[str, Any], path: str | Path) -> dict[str, Any]
     """The config stored in checkpoint ``state``, resolved and checked by the rules of a config file (keys,
     types, ranges: a crafted ``enc_channels: [1e6, 1e6]`` is refused before anything is allocated); its
     ``model`` and ``data`` sections must be there."""
-    from ..config import ConfigError, resolve_config
+    from ..config import ConfigError, drop_retired, resolve_config
 
     stored = state.get("config")
     if not isinstance(stored, dict):
@@ -132,6 +132,7 @@ def checkpoint_config(state: dict[str, Any], path: str | Path) -> dict[str, Any]
         raise CheckpointError(f"{path}: its stored config has no {' or '.join(repr(k) for k in missing)} section: "
                               "cannot tell how the model was trained (classes, grid size, input channels)")
     user = {k: v for k, v in stored.items() if not (isinstance(k, str) and k.startswith("_"))}
+    user = drop_retired(user, str(path))  # a key retired since it was written (config.RETIRED)
     user = _without_unknown_infer_keys(user, path)
     try:
         return resolve_config(user, f"{path}: its stored config")

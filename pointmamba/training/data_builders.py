@@ -76,8 +76,6 @@ def build_dataset(cfg: dict[str, Any], split: str, train: bool) -> Any:
         position_label_roots=d["position_label_roots"],
         position_label_weight=d["position_label_weight"],
         missing_teeth=resolve_missing_teeth(d["missing_teeth"]) if train else None,
-        relabel_closed_extractions=d["relabel_closed_extractions"],
-        relabel_counted_sides=d["relabel_counted_sides"] and train,
     )
 
 

@@ -165,15 +165,6 @@ class Trainer:
             noisy = [n for i, n in enumerate(self.train_set.names) if not self.train_set.labels_are_identities(i)]
             self.log(f"{len(noisy)} training scan(s) labelled by position with teeth missing (loss weight "
                      f"{d['position_label_weight']}, no missing-tooth augmentation): {', '.join(noisy) or 'none'}")
-        done = self.train_set.relabelled()
-        ids = self.train_set.identity_labels
-        for switch, what, identities in (("relabel_closed_extractions", "as closed extractions", False),
-                                         ("relabel_counted_sides", "where a side was counted", True)):
-            if d[switch]:
-                these = {n: done[n] for i, n in enumerate(self.train_set.names) if n in done and ids[i] == identities}
-                self.log(f"{len(these)} training scan(s) relabelled {what} (data.{switch}): "
-                         + ("; ".join(f"{n} " + " ".join(f"{a}->{b}" for a, b in m.items())
-                                      for n, m in these.items()) or "none"))
 
     def build_model(self, init_from: str | None = None) -> None:
         """``net`` (optionally with fine-tuning weights) and ``model`` (DDP-wrapped under torchrun)."""

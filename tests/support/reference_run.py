@@ -112,7 +112,7 @@ def predict_probs(checkpoint: Path, root: Path):
     from pointmamba.evaluation.inference import load_trained, segment_scan
 
     model, cfg = load_trained(checkpoint, torch.device("cpu"))
-    cfg = {**cfg, "infer": {"mirror_tta": True, "tooth_decoding": False, "graph_cut": False}}
+    cfg = {**cfg, "infer": {"mirror_tta": True, "graph_cut": False}}
     scan = load_scan(next(root.rglob("SYN00002_upper.obj")))
     return segment_scan(model, scan, cfg, torch.device("cpu")).probs
 

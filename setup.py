@@ -10,7 +10,7 @@ setup(
     # the review page's template, script, style and vendored viewer (plotly.js, MIT) travel with the code
     package_data={"pointmamba.report": ["page.html", "page.js", "page.css", "vendor/*"],
                   # the shipped model and its card: a non-editable install must predict out of the box
-                  "pointmamba.pretrained": ["*.pth", "MODEL_CARD.md"]},
+                  "pointmamba.checkpoints": ["*.pth", "MODEL_CARD.md"]},
     # torch is pinned by the install commands (Makefile / README), not here, so that GPU users can keep
     # the CUDA build they already have; an unpinned torch on a bare machine pulls several GB of CUDA wheels.
     install_requires=[
@@ -21,11 +21,11 @@ setup(
         "tqdm>=4.60",
         "tensorboard>=2.14",
         "matplotlib>=3.7",
-        "Pillow>=10.1",  # the scan pictures (evaluation/render.py): load_default(size=) is 10.1's
+        "Pillow>=10.1",  # the scan pictures (inference/render.py): load_default(size=) is 10.1's
         "pyyaml>=6.0",
         "plyfile>=1.0",
-        "gco-wrapper>=3.0",  # graph-cut refinement (evaluation/graph_cut.py); a binary wheel, nothing compiles
-        "PyMaxflow>=1.3",  # the fine pass of that cut (evaluation/expansion.py); a binary wheel
+        "gco-wrapper>=3.0",  # graph-cut refinement (inference/graph_cut.py); a binary wheel, nothing compiles
+        "PyMaxflow>=1.3",  # the fine pass of that cut (inference/expansion.py); a binary wheel
     ],
     extras_require={
         # selenium drives Debian's chromium (apt-get install chromium chromium-driver) in the review-page

@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("setup_py", type=Path)
     p.add_argument("--arch", default="90", help="compute capability without the dot (default 90: H100, H200)")
     args = parser.parse_args(argv)
-    from pointmamba.atomic_file import atomic_write
+    from pointmamba.utils.atomic_file import atomic_write
 
     try:
         text = args.setup_py.read_text()

@@ -58,7 +58,7 @@ from typing import Any, Callable, Iterator
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]  # pointmamba from this checkout; scan_backends' inputs
-from pointmamba.cpu_runtime import tune_cpu_runtime  # noqa: E402
+from pointmamba.utils.cpu_runtime import tune_cpu_runtime  # noqa: E402
 
 RUNTIME = tune_cpu_runtime()  # as tools/ do, before torch is imported
 
@@ -409,9 +409,9 @@ def model_item(arrays: dict[str, Any], name: str, cfg: dict[str, Any], grid_size
 def shipped_model(device: torch.device) -> tuple[torch.nn.Module, dict[str, Any]]:
     """The shipped model's first network (eval mode) and its config, on ``device``: the rows measure one
     network's forward pass (a file of averaged networks runs each the same way, one after another)."""
-    from pointmamba.evaluation.averaged_networks import first_network
-    from pointmamba.evaluation.inference import load_trained
-    from pointmamba.pretrained import DEFAULT_MODEL
+    from pointmamba.inference.averaged_networks import first_network
+    from pointmamba.inference.pipeline import load_trained
+    from pointmamba.checkpoints.shipped import DEFAULT_MODEL
 
     model, cfg = load_trained(DEFAULT_MODEL, device)
     return first_network(model), cfg
@@ -466,7 +466,7 @@ def case_conv1d(device: torch.device, precision: str, ref: bool, size: Sizes) ->
 def _two_jaws(size: Sizes, grid_size: float, channels: int, precision: str, ref: bool) -> tuple[Any, torch.Tensor]:
     """A PointBatch of two synthetic jaws (their vertices as points, some voxels holding several) and
     seeded features."""
-    from pointmamba.structure import PointBatch
+    from pointmamba.point.batch import PointBatch
 
     coords = [torch.from_numpy(jaw_arrays(30 + k, jaw, size.jaw_vertices)[1]["vertices"]) for k, jaw in
               enumerate(("upper", "lower"))]
@@ -641,10 +641,11 @@ def training_checks(size: Sizes) -> list[tuple[str, str]]:
 def training_rows(where: Where, size: Sizes, scans: ScanSet, work: Path) -> list[Row]:
     """Train the recipe ``train_steps`` steps with bf16 AMP on ``where``, then load its checkpoint on the
     reference CPU backends and count the held-out vertices labelled the same."""
-    from pointmamba.config import INFER_DEFAULTS, load_config
+    from pointmamba.config import load_config
+    from pointmamba.inference.config import INFER_DEFAULTS
     from pointmamba.data.dataset import find_scans, preprocess_scan
     from pointmamba.data.scan import load_scan
-    from pointmamba.evaluation.inference import load_trained, segment_scan, vertex_probabilities
+    from pointmamba.inference.pipeline import load_trained, segment_scan, vertex_probabilities
     from pointmamba.training.data_builders import build_dataset
     from pointmamba.training.trainer import Trainer
 
@@ -719,7 +720,7 @@ def throughput_rows(where: Where, size: Sizes) -> list[Row]:
     jaws of ``throughput_vertices`` points at the 0.2 mm grid: points/s, and the step's peak GPU memory."""
     from pointmamba.config import load_config
     from pointmamba.data.dataset import collate
-    from pointmamba.device import autocast as train_autocast
+    from pointmamba.utils.device import autocast as train_autocast
     from pointmamba.models.network import build_model
     from pointmamba.training.optim import build_optimizer
 
@@ -769,9 +770,9 @@ def inference_rows(where: Where, size: Sizes) -> list[Row]:
     """The shipped model on a synthetic jaw of ``infer_vertices`` vertices: the network alone (every point
     at a 0.2 mm grid; and at the model's own grid, as ``segment_scan`` feeds it), ``segment_scan`` end to
     end (preprocessing, its views, graph cut, tooth relabel) and the network's peak GPU memory."""
-    from pointmamba.config import INFER_DEFAULTS
+    from pointmamba.inference.config import INFER_DEFAULTS
     from pointmamba.data.dataset import collate
-    from pointmamba.evaluation.inference import predict_batch, segment_scan
+    from pointmamba.inference.pipeline import predict_batch, segment_scan
 
     device = where.torch_device
     names = [check for _, check in inference_checks(size)]
@@ -975,7 +976,7 @@ def run_task(task: Task) -> list[Row]:
 # ---------------------------------------------------------------------------------------------- output
 def write_json(path: Path, env: dict[str, Any], rows: list[Row], args: argparse.Namespace, started: str,
                done: bool) -> None:
-    from pointmamba.atomic_file import atomic_write
+    from pointmamba.utils.atomic_file import atomic_write
 
     payload = {"format": FORMAT, "command": " ".join(sys.argv), "started": started, "complete": done,
                "quick": args.quick, "exit_status": int(failed(rows)), "environment": env,

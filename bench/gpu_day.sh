@@ -21,7 +21,7 @@ GCO_VERSION=3.0.9             # PyPI: binary wheels up to cp311 only; the device
 SPCONV=spconv-cu126==2.3.8    # its wheel bundles the CUDA 12.6 runtime (libcudart); cumm's also libnvrtc
 CUMM=cumm-cu126==0.7.11       # spconv-cu126 2.3.8 wants cumm-cu126 >=0.7.11,<0.8.0
 PURE_WHEELS="plyfile==1.1.5 pccm==0.4.16 ccimport==0.4.4 fire==0.7.1 lark termcolor"  # not in the device image
-BINARY_WHEELS="PyMaxflow==1.3.2"  # the cut's fine pass (evaluation/expansion.py); cp312 wheel, not in the image
+BINARY_WHEELS="PyMaxflow==1.3.2"  # the cut's fine pass (inference/expansion.py); cp312 wheel, not in the image
 ARCH=${GPU_DAY_ARCH:-90}      # H100 / H200 (sm_90)
 ARCH_LIST=${GPU_DAY_ARCH_LIST:-9.0}
 PY=${PYTHON:-python3}

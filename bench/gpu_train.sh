@@ -34,7 +34,7 @@ prepare() {
     say "packing $data/{scans,iosseg} into .gpu_train/data.tar.xz"
     tar -C "$data" -cf - scans iosseg | xz -6 -T0 > "$CARRY/data.tar.xz"
     du -sh "$CARRY"/* | sed 's/^/  /'
-    say "the shipped model (28 MB) must stay behind to fit 64 MiB: move pointmamba/pretrained/*.pth aside for the call"
+    say "the shipped model (28 MB) must stay behind to fit 64 MiB: move pointmamba/checkpoints/*.pth aside for the call"
 }
 
 # train NAME CONFIG SETTINGS... (in the background; pid in $STATE/NAME.pid)

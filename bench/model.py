@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from pointmamba.cpu_runtime import tune_cpu_runtime  # noqa: E402
+from pointmamba.utils.cpu_runtime import tune_cpu_runtime  # noqa: E402
 
 RUNTIME = tune_cpu_runtime()  # as tools/ do, before torch is imported (POINTMAMBA_CPU_TUNING=0 to measure without)
 
@@ -37,7 +37,7 @@ import yaml  # noqa: E402
 from pointmamba.config import TRAIN_DEFAULTS  # noqa: E402
 from pointmamba.training.optim import build_optimizer  # noqa: E402
 from pointmamba.models.network import build_model, count_parameters  # noqa: E402
-from pointmamba.structure import PointBatch  # noqa: E402
+from pointmamba.point.batch import PointBatch  # noqa: E402
 
 TARGETS = {"train_step_s": 3.0, "infer_120k_s": 5.0}
 GRID_SIZE = 0.2  # mm, the data pipeline's default first grid

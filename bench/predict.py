@@ -34,7 +34,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from pointmamba.cpu_runtime import tune_cpu_runtime  # noqa: E402
+from pointmamba.utils.cpu_runtime import tune_cpu_runtime  # noqa: E402
 
 tune_cpu_runtime()  # as tools/ do, before torch is imported
 
@@ -73,7 +73,7 @@ def run_tool(scan: Path, out: Path, threads: int) -> tuple[float, dict[str, floa
     from pointmamba.cli import predict
 
     try:
-        from pointmamba.timing import StepTimer
+        from pointmamba.utils.timing import StepTimer
     except ImportError:  # a commit from before the step timer: the tool's printed time only
         StepTimer = None  # noqa: N806
 

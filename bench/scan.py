@@ -25,7 +25,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from pointmamba.cpu_runtime import tune_cpu_runtime  # noqa: E402
+from pointmamba.utils.cpu_runtime import tune_cpu_runtime  # noqa: E402
 
 tune_cpu_runtime()  # as tools/ do, before torch is imported
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from pointmamba.serialization import ORDERS, decode, encode  # noqa: E402
+from pointmamba.point.serialization import ORDERS, decode, encode  # noqa: E402
 
 TARGET_S = 1.0
 

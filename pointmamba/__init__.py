@@ -9,11 +9,11 @@ def __getattr__(name: str):  # noqa: ANN202 - lazy, so `import pointmamba` stays
     if name in ("Segmenter", "Segmentation"):
         import sys
 
-        if "torch" not in sys.modules:  # early in a script: the tools' CPU settings (pointmamba/cpu_runtime.py)
-            from .cpu_runtime import tune_cpu_runtime
+        if "torch" not in sys.modules:  # early in a script: the tools' CPU settings (pointmamba/utils/cpu_runtime.py)
+            from .utils.cpu_runtime import tune_cpu_runtime
 
             tune_cpu_runtime()
-        from . import segmenter, segmentation
+        from .inference import segmenter, segmentation
 
         return getattr(segmenter if name == "Segmenter" else segmentation, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

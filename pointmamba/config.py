@@ -13,6 +13,8 @@ from typing import Any, Iterable
 
 import yaml
 
+from .inference.config import INFER_DEFAULTS
+
 DATA_DEFAULTS: dict[str, Any] = {
     # Teeth3DS-layout directory (<ID>/<ID>_<jaw>.obj + .json), or a list of them (scan names unique
     # across them; split files live in the first unless split_dir says otherwise)
@@ -87,42 +89,6 @@ DIAGNOSTICS_DEFAULTS: dict[str, Any] = {
     "histograms": True,  # gate values and normalized distances as TensorBoard histograms
     "explode_ratio": 0.1,  # flag grad-norm/param-norm above this
     "vanish_ratio": 1e-5,  # flag grad-norm/param-norm below this
-}
-
-INFER_DEFAULTS: dict[str, Any] = {
-    # whole-scan inference (tools/test.py, tools/predict.py); each default measured on two splits of the
-    # shared scans (docs/results/recipe_shared_scans/README.md): what helped on both is on
-    "mirror_tta": True,  # also predict the mirrored scan (left/right classes swapped) and average the two
-    # a model file holding several networks (evaluation/averaged_networks.py): average their probabilities;
-    # false: its first network alone (half the network time with two)
-    "average_networks": True,
-    "tta_angles": [0.0],  # test-time rotations about the occlusal axis (degrees), averaged; [0.0]: none
-    # number whole teeth jointly along the arch (evaluation/tooth_numbering.py: instances from the graph cut,
-    # an exact DP with gaps allowed, order kept, each number once, width / missing-tooth / spacing priors);
-    # false: the graph cut's labels as they are
-    "instance_numbering": True,
-    # nats per mm of an instance's width beyond 3 mm that calling it gingiva costs (false positives are
-    # small fragments; evaluation/arch_priors.py): split A per-scan mean +0.016, split B neutral
-    "numbering_fragment_cost": 0.5,
-    # how many prior terms the network's mean probability over a tooth counts for in the instance numbering
-    # (evaluation/arch_priors.py EVIDENCE_WEIGHT); lower lets the priors overrule a network sure of a wrong number
-    "numbering_evidence_weight": 2.0,
-    "graph_cut": True,  # smooth labels on the mesh by alpha-expansion (evaluation/graph_cut.py)
-    "graph_cut_smoothing": 3.0,  # weight of the cut cost against -log p (1 / 2 / 3 measured; 3 best on both)
-    # on a mesh finer than the training scans (mean edge < 0.677 mm) the smoothing grows by
-    # (0.677 / mean edge)^k, as much smoothing per mm as on them; k = 2 lifts split B at 4x / 16x density
-    # 0.797 -> 0.826 / 0.763 -> 0.830 (docs/results/scan_density); 0: the same smoothing at every density
-    "graph_cut_density_power": 2.0,
-    # a mesh of 3+ vertices per 0.6 mm cell is cut on the cells first, then vertex by vertex near the
-    # boundaries: 2x faster there, the same labels to 0.05 % (docs/results/scan_density); false: one cut
-    "graph_cut_coarse_first": True,
-    # how a side of canine, one premolar-sized tooth, then molars is numbered (evaluation/dentition.py):
-    # permanent (premolar 5, first molar 6) | mixed (4, then primary second molar 5, first molar 6) | auto
-    # (the likelier, the scan flagged with both readings). Arches without that side are numbered alike
-    "dentition": "auto",
-    # merge two neighbouring instances that look like one tooth split in two and number the arch again
-    # (evaluation/mending.py); off: its pre-registered rule failed (docs/results/review_flag/README.md)
-    "mend_split": False,
 }
 
 _TAG = "retired after tag pre-renovation"
@@ -452,7 +418,7 @@ def resolve_augment(value: Any) -> dict[str, Any] | None:
 
 
 def _validate_dentition(value: Any) -> None:
-    from .evaluation.dentition import DENTITIONS
+    from .inference.config import DENTITIONS
 
     if value not in DENTITIONS:
         raise ConfigError(f"config key 'infer.dentition' must be one of {', '.join(DENTITIONS)}, got {value!r}")
@@ -540,7 +506,7 @@ def resolve_infer(infer: dict[str, Any] | None, where: str = "infer") -> dict[st
 
 def dump_config(cfg: dict[str, Any], path: str | Path) -> None:
     """Write the resolved config as YAML (kept beside checkpoints for reproducibility)."""
-    from .atomic_file import atomic_write
+    from .utils.atomic_file import atomic_write
 
     clean = {k: v for k, v in cfg.items() if not k.startswith("_")}
     atomic_write(path, yaml.safe_dump(clean, sort_keys=False).encode())

@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from pointmamba.cpu_runtime import tune_cpu_runtime
+from pointmamba.utils.cpu_runtime import tune_cpu_runtime
 
 tune_cpu_runtime()  # as the tools do, before torch is imported
 

@@ -10,7 +10,7 @@ import torch
 
 from pointmamba import build_model
 from pointmamba.models.mamba import Mamba
-from pointmamba.structure import PointBatch
+from pointmamba.point.batch import PointBatch
 
 
 def _block_grads(block: Mamba, x: torch.Tensor, amp: bool) -> list[torch.Tensor]:

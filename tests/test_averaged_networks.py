@@ -13,10 +13,10 @@ from pointmamba import build_model
 from pointmamba.config import ConfigError, load_config
 from pointmamba.data import load_scan
 from pointmamba.data.dataset import preprocess_scan
-from pointmamba.evaluation.averaged_networks import AveragedNetworks, first_network
-from pointmamba.evaluation.inference import load_trained, segment_scan, vertex_probabilities
-from pointmamba.pretrained import export_compact
-from pointmamba.training.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from pointmamba.inference.averaged_networks import AveragedNetworks, first_network
+from pointmamba.inference.pipeline import load_trained, segment_scan, vertex_probabilities
+from pointmamba.checkpoints.shipped import export_compact
+from pointmamba.checkpoints.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 
 from support.tiny import TINY_MODEL, write_synthetic
 from support.tools import run_tool

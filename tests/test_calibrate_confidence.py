@@ -53,7 +53,7 @@ def test_calibration_counts_wrong_teeth_and_scans(scans_dir: Path, tmp_path: Pat
 
 
 def test_truth_matches_the_reference_labels_of_a_real_scan(scans_dir: Path) -> None:
-    from pointmamba.evaluation.confidence import tooth_truth
+    from pointmamba.inference.confidence import tooth_truth
 
     ref = read_labels(scans_dir / "MSN001" / "MSN001_lower.json")
     instances = instances_from_labels(ref.labels)

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from pointmamba.config import load_config
-from pointmamba.training.checkpoint import CheckpointError, UnsafeCheckpointError, load_checkpoint, save_checkpoint
-from pointmamba.evaluation.inference import load_trained
+from pointmamba.checkpoints.checkpoint import CheckpointError, UnsafeCheckpointError, load_checkpoint, save_checkpoint
+from pointmamba.inference.pipeline import load_trained
 from pointmamba.training.seed import rng_state, set_rng_state, set_seed
 from pointmamba.training.trainer import Trainer
 

@@ -1,4 +1,4 @@
-"""Per-tooth confidence and the review findings (pointmamba/evaluation/confidence.py) on arches built
+"""Per-tooth confidence and the review findings (pointmamba/inference/confidence.py) on arches built
 with known widths and spacing, so each finding can be made to fire and to stay quiet."""
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 
 from pointmamba.data import fdi_to_class, read_labels
 from pointmamba.data.teeth3ds import instances_from_labels
-from pointmamba.evaluation.confidence import ReviewRules, scan_confidence, tooth_truth
-from pointmamba.evaluation.tooth_decoding import TOOTH_WIDTH_MM
+from pointmamba.inference.confidence import ReviewRules, scan_confidence, tooth_truth
+from pointmamba.data.arch import TEXTBOOK_WIDTH_MM
 
 LOWER = [37, 36, 35, 34, 33, 32, 31, 41, 42, 43, 44, 45, 46, 47]  # along the arch from -x to +x
 
@@ -20,7 +20,7 @@ def arch(numbers: list[int], jaw: str = "lower", widths: dict[int, float] | None
     """Teeth as point blocks laid along a semicircle (crowns +z, incisors +y) in arch order, each as wide as
     its number's typical width (or ``widths``), with ``gaps`` mm of space after a tooth. Returns the
     vertices (V, 3) with a ring of gingiva below and the FDI label of every vertex."""
-    typical = TOOTH_WIDTH_MM[jaw]
+    typical = TEXTBOOK_WIDTH_MM[jaw]
     width = [(widths or {}).get(n, typical[n % 10 - 1]) for n in numbers]
     space = [(gaps or {}).get(n, 0.0) for n in numbers]
     total = sum(width) + sum(space)
@@ -121,7 +121,7 @@ def test_a_typical_arch_needs_no_review_and_each_finding_fires_on_its_own_defect
     found = confidence(labels, aligned)
     assert kinds(found) == {"skipped"} and found.reasons[0].startswith("32 missing but 31 and 33 touch")
     # ... but with room for the missing tooth it is an ordinary gap
-    aligned, labels = arch(numbers, gaps={33: TOOTH_WIDTH_MM["lower"][1]})
+    aligned, labels = arch(numbers, gaps={33: TEXTBOOK_WIDTH_MM["lower"][1]})
     assert not confidence(labels, aligned).review
     # uncertain number
     aligned, labels = arch(LOWER)

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from pointmamba.config import ConfigError, load_config
-from pointmamba.device import DeviceError, resolve_device
+from pointmamba.utils.device import DeviceError, resolve_device
 
 from support.tools import run_tool
 
@@ -80,7 +80,7 @@ def test_graph_cut_refuses_what_overflows_its_integer_costs() -> None:
     on which alpha-expansion never ended; NaN probabilities aborted the GCO library natively."""
     import numpy as np
 
-    from pointmamba.evaluation.graph_cut import graph_cut
+    from pointmamba.inference.graph_cut import graph_cut
 
     v = np.array([[0, 0, 0], [1, 0, 0], [0, 1, 0], [1, 1, 0.5]], dtype=np.float64)
     f = np.array([[0, 1, 2], [1, 3, 2]])

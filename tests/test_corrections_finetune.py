@@ -75,8 +75,8 @@ def predicted_classes(checkpoint: Path, mesh: Path) -> np.ndarray:
     """The network's own class per vertex (no graph cut, no numbering): what training changed."""
     from pointmamba import build_model
     from pointmamba.data.dataset import preprocess
-    from pointmamba.evaluation.inference import vertex_probabilities
-    from pointmamba.training.checkpoint import checkpoint_config, load_checkpoint
+    from pointmamba.inference.pipeline import vertex_probabilities
+    from pointmamba.checkpoints.checkpoint import checkpoint_config, load_checkpoint
 
     state = load_checkpoint(checkpoint)
     cfg = checkpoint_config(state, checkpoint)
@@ -95,7 +95,7 @@ def test_fine_tune_command_runs_on_a_flat_folder_and_writes_a_checkpoint_predict
     log = (tmp_path / "w" / "train.log").read_text()
     assert "fine-tuning on 1 corrected scan(s)" in log and "Patient_7_maxilla_upper" in log
     assert "replay of 1 training scan(s)" in log and f"initialized from {start}" in log
-    from pointmamba.training.checkpoint import load_checkpoint
+    from pointmamba.checkpoints.checkpoint import load_checkpoint
 
     assert "Patient_7_maxilla_upper" in load_checkpoint(tmp_path / "w" / "last.pth")["train_scans"]
     code, _, err = run_tool("predict", folder / "Patient 7 maxilla.obj", "--jaw", "upper", "--checkpoint",

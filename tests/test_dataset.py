@@ -12,7 +12,7 @@ from pointmamba.data import (DEFAULT_AUGMENT, IGNORE_INDEX, ScanFormatError, Tee
                              collate, fdi_to_class, load_scan, vertex_normals)
 from pointmamba.data import dataset as dataset_module
 from pointmamba.data.synthetic import write_dataset
-from pointmamba.structure import PointBatch
+from pointmamba.point.batch import PointBatch
 
 
 @pytest.fixture(scope="module")

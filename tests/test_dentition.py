@@ -13,9 +13,9 @@ import pytest
 
 from pointmamba.data import class_to_fdi, fdi_to_class
 from pointmamba.data.synthetic import synthetic_jaw
-from pointmamba.evaluation.confidence import scan_confidence
-from pointmamba.evaluation.dentition import read_dentition_file
-from pointmamba.evaluation.tooth_numbering import number_teeth, numbered_instances
+from pointmamba.inference.confidence import scan_confidence
+from pointmamba.inference.dentition import read_dentition_file
+from pointmamba.inference.tooth_numbering import number_teeth, numbered_instances
 
 from support.tools import run_tool
 

@@ -11,7 +11,7 @@ from torch.utils.tensorboard import SummaryWriter
 
 from pointmamba import build_model
 from pointmamba.training.diagnostics import DiagnosticsHook, grad_ratios, param_group
-from pointmamba.structure import PointBatch
+from pointmamba.point.batch import PointBatch
 
 from support.tiny import TINY_MODEL_SECTION as TINY
 

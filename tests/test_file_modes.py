@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 import torch
 
-from pointmamba.atomic_file import atomic_write, current_umask
+from pointmamba.utils.atomic_file import atomic_write, current_umask
 from pointmamba.data import save_labels, write_obj, write_ply
-from pointmamba.training.checkpoint import save_checkpoint
-from pointmamba.atomic_file import save_figure
+from pointmamba.checkpoints.checkpoint import save_checkpoint
+from pointmamba.utils.atomic_file import save_figure
 
 
 @pytest.fixture

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from pointmamba.data import fdi_to_class, load_scan
-from pointmamba.evaluation import graph_cut as gc
-from pointmamba.evaluation.expansion import potts_energy, restricted_expansion
+from pointmamba.inference import graph_cut as gc
+from pointmamba.inference.expansion import potts_energy, restricted_expansion
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "data" / "samples" / "MSN021" / "MSN021_lower.obj"

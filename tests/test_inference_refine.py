@@ -8,8 +8,8 @@ import numpy as np
 from pointmamba.data import class_colors, fdi_to_class, load_scan
 from pointmamba.data.dataset import preprocess_scan
 from pointmamba.data.mesh import apply_transform
-from pointmamba.evaluation.graph_cut import graph_cut
-from pointmamba.evaluation.inference import refine
+from pointmamba.inference.graph_cut import graph_cut
+from pointmamba.inference.pipeline import refine
 
 
 def _scan(scans_dir: Path, name: str):
@@ -51,7 +51,7 @@ def test_33_class_prediction_stays_in_the_scans_jaw(scans_dir: Path) -> None:
 def test_options_left_out_take_their_documented_defaults(scans_dir: Path) -> None:
     """A caller's partial ``infer`` dict means the defaults for the rest (instance numbering on), not
     "off" for every key it does not name."""
-    from pointmamba.config import INFER_DEFAULTS
+    from pointmamba.inference.config import INFER_DEFAULTS
 
     scan, aligned, normals, classes = _scan(scans_dir, "MSN022_upper")
     c11, c12 = fdi_to_class(np.array([11, 12]), "upper", 17)
@@ -69,7 +69,7 @@ def test_evidence_weight_sets_network_against_arch_priors() -> None:
     an intact upper arch back by one number (11 called 12, ..., 17 called 18), at 0.5 against 0.3 for the
     right number, is followed where its evidence weighs much, and overruled by the arch priors (tooth widths,
     spacing, missing-tooth rates) where it weighs little."""
-    from pointmamba.config import INFER_DEFAULTS
+    from pointmamba.inference.config import INFER_DEFAULTS
 
     samples = Path(__file__).resolve().parents[1] / "data" / "samples"  # in the checkout: runs in CI too
     scan, aligned, normals, classes = _scan(samples, "MSN022_upper")
@@ -94,7 +94,7 @@ def test_evidence_weight_sets_network_against_arch_priors() -> None:
 def test_render_writes_a_picture_with_reference(scans_dir: Path, tmp_path: Path) -> None:
     from PIL import Image
 
-    from pointmamba.evaluation.render import render_segmentation
+    from pointmamba.inference.render import render_segmentation
 
     scan, aligned, _, classes = _scan(scans_dir, "MSN021_lower")
     colors = class_colors(17)

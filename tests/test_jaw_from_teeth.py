@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from pointmamba.data.mesh import read_obj
-from pointmamba.evaluation.jaw_from_teeth import DISAGREE_NATS, UNSURE_NATS, JawCall, call_jaw
+from pointmamba.inference.jaw_from_teeth import DISAGREE_NATS, UNSURE_NATS, JawCall, call_jaw
 
 SAMPLES = Path(__file__).resolve().parents[1] / "data" / "samples"
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -50,7 +50,7 @@ def test_check_data_and_predict_report_one_line(tmp_path: Path, case: str) -> No
     (or, for the beside-the-scan file predict only reads for the jaw, no error at all)."""
     from pointmamba import build_model
     from pointmamba.config import load_config
-    from pointmamba.training.checkpoint import save_checkpoint
+    from pointmamba.checkpoints.checkpoint import save_checkpoint
 
     from support.tiny import TINY_MODEL
 

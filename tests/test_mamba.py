@@ -9,7 +9,7 @@ import torch.nn.functional as F
 
 from pointmamba.models.bimamba import BiMamba
 from pointmamba.models.mamba import Mamba
-from pointmamba.sequence import reverse_index
+from pointmamba.point.sequence import reverse_index
 
 LENGTHS = [7, 0, 23, 1, 12]
 

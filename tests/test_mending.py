@@ -8,8 +8,8 @@ import pytest
 
 from pointmamba.data import class_to_fdi, fdi_to_class
 from pointmamba.data.teeth3ds import instances_from_labels
-from pointmamba.evaluation.confidence import scan_confidence
-from pointmamba.evaluation.tooth_numbering import number_teeth
+from pointmamba.inference.confidence import scan_confidence
+from pointmamba.inference.tooth_numbering import number_teeth
 
 from support.real_arch import sample_arch, split_tooth
 

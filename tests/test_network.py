@@ -7,7 +7,7 @@ import torch
 from pointmamba import build_model
 from pointmamba.models.config import MODEL_DEFAULTS
 from pointmamba.models.network import count_parameters
-from pointmamba.structure import PointBatch
+from pointmamba.point.batch import PointBatch
 
 GRID = 0.5
 SMALL = {  # a small but complete network: two stages, every order used by some block
@@ -162,7 +162,7 @@ def test_serialization_is_done_by_the_network_unless_given() -> None:
 
 def test_model_caches_live_apart_from_batch_data() -> None:
     """What the network caches on a batch goes to ``point.cache`` (cleared by ``clear_cache``), never ``extra``."""
-    from pointmamba.structure import PointBatch
+    from pointmamba.point.batch import PointBatch
 
     torch.manual_seed(0)
     model = build_model(_small()).eval()

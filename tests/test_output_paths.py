@@ -92,7 +92,7 @@ class _FullDisk:
 def test_a_full_disk_names_the_file_and_the_free_space(ckpt: Path, tmp_path: Path,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     """A full disk gave a traceback naming no file; no half-written file may be left."""
-    import pointmamba.atomic_file as atomic_file
+    import pointmamba.utils.atomic_file as atomic_file
 
     real = os.fdopen
     monkeypatch.setattr(atomic_file.os, "fdopen", lambda fd, *a, **k: _FullDisk(real(fd, *a, **k)))

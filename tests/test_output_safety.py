@@ -69,7 +69,7 @@ HOSTILE_NAMES = ['=HYPERLINK("http:\\\\evil.example","open me").obj', "=2+5", "+
 
 
 def test_csv_cells_never_start_a_formula_and_newlines_round_trip(tmp_path: Path) -> None:
-    from pointmamba.atomic_file import write_csv
+    from pointmamba.utils.atomic_file import write_csv
 
     rows = [{"scan": name, "min_confidence": -0.25, "num_teeth": -3, "note": None} for name in HOSTILE_NAMES]
     path = write_csv(tmp_path / "summary.csv", rows)
@@ -133,7 +133,7 @@ def test_no_file_name_reaches_the_page_as_markup(segmented, tmp_path: Path) -> N
 
 
 def test_a_reference_without_teeth_gives_null_not_nan(segmented, tmp_path: Path) -> None:
-    from pointmamba.finite_json import dumps
+    from pointmamba.utils.finite_json import dumps
 
     result, ref, png = segmented
     metrics = result.compare(np.zeros_like(ref))

@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from pointmamba.evaluation.curve_distances import consecutive_distances, stage_distances, summarize
-from pointmamba.serialization import encode
-from pointmamba.structure import PointBatch
+from pointmamba.point.serialization import encode
+from pointmamba.point.batch import PointBatch
 
 from support.tiny import write_synthetic
 

@@ -13,7 +13,7 @@ from pointmamba import build_model
 from pointmamba.models.config import resolve_model_config
 from pointmamba.models.logical import LogicalPosition
 from pointmamba.models.position import PART_CLASSES, POSITION_PARTS, GRUPosition, PositionSlot
-from pointmamba.structure import PointBatch
+from pointmamba.point.batch import PointBatch
 
 NEW = ["logical", "sin+gru", "sin+logical"]
 SEQUENCE_KINDS = ["gru", *NEW]  # kinds that run along a curve order

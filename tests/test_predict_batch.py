@@ -75,7 +75,7 @@ def test_a_scan_failing_at_run_time_is_listed_and_the_others_go_on(ckpt: Path, t
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """A scan that passes the check and then fails in the model (here: an error injected into the one
     scan 'boom') costs its line and its own files; the scans before and after it are done."""
-    from pointmamba.segmenter import Segmenter
+    from pointmamba.inference.segmenter import Segmenter
 
     folder = tmp_path / "in"
     folder.mkdir()

@@ -13,7 +13,7 @@ import pytest
 
 from pointmamba.cli.done_records import record_path
 from pointmamba.cli.output_files import STATE_DIR
-from pointmamba.segmenter import Segmenter
+from pointmamba.inference.segmenter import Segmenter
 
 from support.predict_runs import FAST, SAMPLE, ckpt, one_error_line, predict  # noqa: F401 (ckpt: a fixture)
 

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from pointmamba.data import class_colors, fdi_to_class, load_scan, read_ply, synthetic_jaw, write_ply
-from pointmamba.evaluation.graph_cut import graph_cut, mesh_edges, settled_vertices
-from pointmamba.evaluation.render import rasterize
-from pointmamba.timing import StepTimer, step
+from pointmamba.inference.graph_cut import graph_cut, mesh_edges, settled_vertices
+from pointmamba.inference.render import rasterize
+from pointmamba.utils.timing import StepTimer, step
 
 
 # ------------------------------------------------------------------------------------------ rasterizer
@@ -32,7 +32,7 @@ def test_rasterize_covers_pixel_centres_and_keeps_the_nearest_triangle() -> None
 
 
 def test_rasterize_skips_degenerate_and_offscreen_triangles_and_chunks() -> None:
-    from pointmamba.evaluation import render
+    from pointmamba.inference import render
 
     xy = np.array([[0.0, 0.0], [5.0, 5.0], [10.0, 10.0], [-50.0, -50.0], [-40.0, -50.0], [-50.0, -40.0]])
     faces = np.array([[0, 1, 2], [3, 4, 5]])
@@ -53,7 +53,7 @@ def test_rasterize_skips_degenerate_and_offscreen_triangles_and_chunks() -> None
 def test_render_shows_each_class_colour(tmp_path: Path) -> None:
     from PIL import Image
 
-    from pointmamba.evaluation.render import render_segmentation
+    from pointmamba.inference.render import render_segmentation
 
     scan = synthetic_jaw(0, "lower", 6000, pose="canonical")
     classes = fdi_to_class(np.asarray(scan.labels), "lower", 17)
@@ -68,7 +68,7 @@ def test_render_shows_each_class_colour(tmp_path: Path) -> None:
 
 
 def test_render_survives_a_mesh_without_extent(tmp_path: Path) -> None:
-    from pointmamba.evaluation.render import render_segmentation
+    from pointmamba.inference.render import render_segmentation
 
     vertices, faces = np.zeros((3, 3)), np.array([[0, 1, 2]])
     labels = np.zeros(3, dtype=np.int64)
@@ -78,7 +78,7 @@ def test_render_survives_a_mesh_without_extent(tmp_path: Path) -> None:
 def test_render_marks_the_wrong_vertices_black_in_the_prediction_row_only(tmp_path: Path) -> None:
     from PIL import Image
 
-    from pointmamba.evaluation.render import render_segmentation
+    from pointmamba.inference.render import render_segmentation
 
     scan = synthetic_jaw(0, "lower", 6000, pose="canonical")
     classes = fdi_to_class(np.asarray(scan.labels), "lower", 17)
@@ -191,7 +191,7 @@ def test_views_in_one_batch_give_each_views_own_probabilities() -> None:
 
     from pointmamba import build_model
     from pointmamba.data.dataset import preprocess_scan
-    from pointmamba.evaluation.inference import TestView, summed_view_probabilities
+    from pointmamba.inference.pipeline import TestView, summed_view_probabilities
 
     torch.manual_seed(0)
     cfg = {"model": {"in_channels": 6, "enc_channels": [16, 32], "enc_depths": [1, 1], "dec_channels": [16],

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from pointmamba.pretrained import DEFAULT_MODEL, FORMAT, resolve_checkpoint
+from pointmamba.checkpoints.shipped import DEFAULT_MODEL, FORMAT, resolve_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -29,9 +29,9 @@ def test_shipped_model_is_small_and_loads_without_pickle_code() -> None:
 def test_shipped_model_segments_a_real_scan() -> None:
     """A regression check on MSN021_lower (a training scan of the shipped model: accuracy 0.90 when exported)."""
     from pointmamba.data import load_scan
-    from pointmamba.evaluation.inference import load_trained, segment_scan
+    from pointmamba.inference.pipeline import load_trained, segment_scan
 
-    from pointmamba.evaluation.averaged_networks import AveragedNetworks
+    from pointmamba.inference.averaged_networks import AveragedNetworks
 
     scan = load_scan(ROOT / "data" / "samples" / "MSN021" / "MSN021_lower.obj")
     model, cfg = load_trained(DEFAULT_MODEL, torch.device("cpu"))
@@ -67,8 +67,8 @@ def test_export_compact_round_trip(tmp_path: Path) -> None:
     from pointmamba.config import load_config
     from pointmamba.data import collate, load_scan
     from pointmamba.data.dataset import make_item, preprocess_scan
-    from pointmamba.evaluation.inference import load_trained
-    from pointmamba.pretrained import export_compact
+    from pointmamba.inference.pipeline import load_trained
+    from pointmamba.checkpoints.shipped import export_compact
 
     from support.tiny import TINY_MODEL
 
@@ -89,8 +89,8 @@ def test_export_compact_round_trip(tmp_path: Path) -> None:
 
 
 def test_shipped_model_uses_the_current_inference_defaults() -> None:
-    from pointmamba.config import INFER_DEFAULTS
-    from pointmamba.evaluation.inference import infer_options
+    from pointmamba.inference.config import INFER_DEFAULTS
+    from pointmamba.inference.config import infer_options
 
     state = torch.load(DEFAULT_MODEL, map_location="cpu", weights_only=True)
     assert "infer" not in state["config"] and "infer" not in state["average_with"][0]["config"]  # chosen at prediction time

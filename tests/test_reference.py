@@ -91,7 +91,7 @@ def test_an_unrecorded_cpu_gets_no_hashes_to_compare(monkeypatch: pytest.MonkeyP
 
 
 def test_old_checkpoint_loads_in_its_warmup_state() -> None:
-    from pointmamba.evaluation.inference import load_trained
+    from pointmamba.inference.pipeline import load_trained
 
     model, _ = load_trained(CHECKPOINT, torch.device("cpu"))
     factor = REFERENCE["warmup_factor"]

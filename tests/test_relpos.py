@@ -9,7 +9,7 @@ import torch
 
 from pointmamba.models.network import build_model
 from pointmamba.models.relpos import RECORD_KEYS, RelPos, RelPosConfig, relative_steps
-from pointmamba.structure import PointBatch
+from pointmamba.point.batch import PointBatch
 
 
 def _load_real_scan(scans_dir) -> tuple[torch.Tensor, torch.Tensor]:  # noqa: ANN001

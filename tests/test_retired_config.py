@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from pointmamba.config import RETIRED, ConfigError, defaults, flatten, load_config, resolve_infer
-from pointmamba.training.checkpoint import checkpoint_config, load_checkpoint
+from pointmamba.checkpoints.checkpoint import checkpoint_config, load_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -78,7 +78,7 @@ def test_a_checkpoint_config_with_a_retired_key_switched_on_loads_with_one_warni
 
 
 def test_the_shipped_model_loads_without_warnings() -> None:
-    path = ROOT / "pointmamba" / "pretrained" / "teeth17_shared_data.pth"
+    path = ROOT / "pointmamba" / "checkpoints" / "teeth17_shared_data.pth"
     state = load_checkpoint(path)
     with warnings.catch_warnings():
         warnings.simplefilter("error")

@@ -9,7 +9,7 @@ import pytest
 
 from pointmamba.data import fdi_to_class
 from pointmamba.data.teeth3ds import instances_from_labels
-from pointmamba.evaluation.confidence import scan_confidence
+from pointmamba.inference.confidence import scan_confidence
 
 from support.real_arch import sample_arch as _arch
 from support.real_arch import split_tooth as _split

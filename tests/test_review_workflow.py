@@ -70,7 +70,7 @@ def test_each_scan_carries_a_dental_chart_of_the_full_arch(samples, page: Path) 
 
 
 def test_a_number_carried_twice_shows_its_less_confident_tooth() -> None:
-    from pointmamba.evaluation.confidence import ToothConfidence
+    from pointmamba.inference.confidence import ToothConfidence
     from pointmamba.report.review_page import dental_chart
 
     teeth = [ToothConfidence(11, 1, 0.9, 21, 0.05, 800), ToothConfidence(11, 2, 0.4, 12, 0.35, 300),
@@ -98,7 +98,7 @@ def test_the_thumbnail_is_the_occlusal_view_with_numbers_readable_at_its_size(sa
     from scipy import ndimage
 
     from pointmamba.data import class_colors
-    from pointmamba.evaluation.render import THUMBNAIL_SIZE, render_thumbnail
+    from pointmamba.inference.render import THUMBNAIL_SIZE, render_thumbnail
     from pointmamba.report import ReviewPage
 
     result, ref, _ = samples[0]

@@ -34,14 +34,14 @@ def test_subdivide_keeps_the_surface_and_the_old_vertices() -> None:
 
 
 def _edge_mean(vertices: np.ndarray, faces: np.ndarray) -> float:
-    from pointmamba.evaluation.graph_cut import mesh_edges
+    from pointmamba.inference.graph_cut import mesh_edges
 
     e = mesh_edges(faces, len(vertices))
     return float(np.linalg.norm(vertices[e[:, 0]] - vertices[e[:, 1]], axis=1).mean())
 
 
 def test_density_factor_is_one_on_training_density_and_grows_as_the_square_on_finer_meshes() -> None:
-    from pointmamba.evaluation.graph_cut import REFERENCE_EDGE_MM, density_factor, mesh_edges
+    from pointmamba.inference.graph_cut import REFERENCE_EDGE_MM, density_factor, mesh_edges
 
     scan = load_scan(SAMPLE)
     v, f = scan.vertices.astype(np.float64), scan.faces
@@ -55,7 +55,7 @@ def test_density_factor_is_one_on_training_density_and_grows_as_the_square_on_fi
 
 
 def test_the_density_power_leaves_a_decimated_scan_bit_for_bit_and_checks_its_value() -> None:
-    from pointmamba.evaluation import graph_cut as gc
+    from pointmamba.inference import graph_cut as gc
 
     scan = load_scan(SAMPLE)
     classes = fdi_to_class(scan.labels, scan.jaw, 17)
@@ -77,8 +77,9 @@ def test_a_scan_at_4x_and_16x_its_vertices_is_cut_as_it_is_at_1x_by_default() ->
     the defaults (smoothing scaled by density) than with the same smoothing at every density."""
     import torch
 
-    from pointmamba.evaluation.inference import infer_options, load_trained, refine, scan_probabilities
-    from pointmamba.pretrained import resolve_checkpoint
+    from pointmamba.inference.config import infer_options
+    from pointmamba.inference.pipeline import load_trained, refine, scan_probabilities
+    from pointmamba.checkpoints.shipped import resolve_checkpoint
 
     model, cfg = load_trained(resolve_checkpoint(None), torch.device("cpu"))
     scan = load_scan(SAMPLE)

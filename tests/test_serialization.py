@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 import torch
 
-from pointmamba.serialization import ORDERS, adaptive_depth, decode, encode
-from pointmamba.serialization import hilbert as hilbert_module
+from pointmamba.point.serialization import ORDERS, adaptive_depth, decode, encode
+from pointmamba.point.serialization import hilbert as hilbert_module
 
 HILBERTS = ("hilbert", "hilbert-trans")
 

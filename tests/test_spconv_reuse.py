@@ -18,7 +18,7 @@ from torch import nn
 
 from pointmamba.ops import backend as backend_mod
 from pointmamba.ops.submconv import SubMConv3d
-from pointmamba.structure import PointBatch
+from pointmamba.point.batch import PointBatch
 
 from support.dense_conv import dense_conv3d
 

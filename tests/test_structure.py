@@ -4,10 +4,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from pointmamba.segment import batch2offset, offset2batch, segment_reduce
-from pointmamba.sequence import pack_to_padded, padded_to_pack, reverse_index
-from pointmamba.serialization import ORDERS, encode
-from pointmamba.structure import PointBatch
+from pointmamba.point.reductions import batch2offset, offset2batch, segment_reduce
+from pointmamba.point.sequence import pack_to_padded, padded_to_pack, reverse_index
+from pointmamba.point.serialization import ORDERS, encode
+from pointmamba.point.batch import PointBatch
 
 
 def cloud(n: int, extent: float, seed: int, shift: float = 0.0) -> torch.Tensor:

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from pointmamba.ops.submconv import SubMConv3d, build_neighbour_map, neighbour_map, sparse_conv
-from pointmamba.structure import PointBatch
+from pointmamba.point.batch import PointBatch
 
 from support.dense_conv import dense_conv3d
 

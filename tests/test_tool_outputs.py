@@ -10,7 +10,7 @@ import torch
 
 from pointmamba import build_model
 from pointmamba.config import load_config
-from pointmamba.training.checkpoint import save_checkpoint
+from pointmamba.checkpoints.checkpoint import save_checkpoint
 
 from support.tiny import tiny_overrides, write_synthetic
 from support.tools import run_tool

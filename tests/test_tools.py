@@ -113,7 +113,7 @@ def test_removal_check_tool(tiny_run: tuple[Path, list[str]], tmp_path: Path) ->
 def _runtime_probe(env: dict[str, str], torch_first: bool = False) -> dict:
     """tune_cpu_runtime() in a fresh interpreter (libgomp and malloc settings are per process)."""
     code = ("import json, os; " + ("import torch; " if torch_first else "")
-            + "from pointmamba.cpu_runtime import tune_cpu_runtime; a = tune_cpu_runtime(); "
+            + "from pointmamba.utils.cpu_runtime import tune_cpu_runtime; a = tune_cpu_runtime(); "
             "print(json.dumps({'applied': a, 'spin': os.environ.get('GOMP_SPINCOUNT')}))")
     clean = {k: v for k, v in os.environ.items()
              if k not in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY", "POINTMAMBA_CPU_TUNING") and not k.startswith("MALLOC_")}

@@ -12,9 +12,9 @@ import pytest
 from pointmamba.data import fdi_to_class, load_scan
 from pointmamba.data.dataset import preprocess_scan
 from pointmamba.data.mesh import apply_transform
-from pointmamba.evaluation.arch_priors import FRAGMENT_WIDTH, default_priors
-from pointmamba.evaluation.tooth_numbering import (Instance, arch_classes, gap_mm, measure_instances,
-                                                   number_instances, number_teeth)
+from pointmamba.inference.arch_priors import FRAGMENT_WIDTH, default_priors
+from pointmamba.data.arch import GAP_QUERY_POINTS, Instance, gap_mm, index_classes, measure_instances
+from pointmamba.inference.tooth_numbering import number_instances, number_teeth
 
 SAMPLES = Path(__file__).resolve().parents[1] / "data" / "samples"
 OPTIONS = [None] + [(a, a) for a in range(16)] + [(a, a + 1) for a in range(15)]
@@ -141,8 +141,8 @@ def test_two_teeth_under_one_label_are_split() -> None:
     assert _numbers(classes, labels) == _numbers(classes, classes)
     # each half is sure of its own number: the pair's posterior held both numbers, and each half used to
     # come out 50/50 between itself and its neighbour (flagged for review on a correct scan)
-    from pointmamba.evaluation.confidence import scan_confidence
-    from pointmamba.evaluation.tooth_numbering import numbered_instances
+    from pointmamba.inference.confidence import scan_confidence
+    from pointmamba.inference.tooth_numbering import numbered_instances
 
     instances, instance_probs = numbered_instances(numbering, labels, 17, scan.jaw)
     conf = scan_confidence(probs, labels, instances, scan.jaw, aligned, instance_probs)
@@ -189,7 +189,7 @@ def test_a_whole_molar_in_doubt_keeps_its_number_a_fragment_does_not() -> None:
     from dataclasses import replace
 
     scan, aligned, classes = _arch("MSN021_lower")
-    cls = arch_classes(17, scan.jaw)
+    cls = index_classes(17, scan.jaw)
     present = [c for c in cls if (classes == c).any()]
     instances, _ = measure_instances(aligned, [np.flatnonzero(classes == c) for c in present])
     evidence, gum = np.full((len(instances), 16), 0.1 / 15), np.full(len(instances), 0.1)
@@ -209,7 +209,7 @@ def test_a_whole_molar_in_doubt_keeps_its_number_a_fragment_does_not() -> None:
 
 def test_widths_are_measured_along_the_arch() -> None:
     scan, aligned, classes = _arch("MSN022_upper")
-    cls = arch_classes(17, "upper")
+    cls = index_classes(17, "upper")
     members = [np.flatnonzero(classes == c) for c in cls if (classes == c).any()]
     instances, _ = measure_instances(aligned, members)
     assert [i.key for i in instances] == list(range(len(members)))  # members were given in arch order
@@ -224,7 +224,6 @@ def test_gap_is_the_smallest_distance_between_the_queried_points(offset: float) 
     """The bounded KD-tree search finds the brute-force minimum, from touching to far-apart teeth."""
     from scipy.spatial.distance import cdist
 
-    from pointmamba.evaluation.tooth_numbering import GAP_QUERY_POINTS
 
     rng = np.random.default_rng(int(offset * 10))
     a = Instance(np.arange(5000), rng.normal(size=(5000, 3)) * [2.0, 3.0, 4.0], 0.0)

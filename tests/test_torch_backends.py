@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from pointmamba.ops.conv1d import causal_conv1d
 from pointmamba.ops.scan import scan_backend, selective_scan
 from pointmamba.ops.submconv import sparse_conv
-from pointmamba.structure import PointBatch
+from pointmamba.point.batch import PointBatch
 from test_selective_scan import CASES, NAMES, _kwargs, make_inputs, reference_scan, rel_err
 
 scan_torch = importlib.import_module("pointmamba.ops.scan_torch")

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from pointmamba.config import load_config
-from pointmamba.training.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from pointmamba.checkpoints.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from pointmamba.training.hooks import Hook
 from pointmamba.training.trainer import Trainer, TrainingDiverged
 

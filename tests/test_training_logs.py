@@ -96,8 +96,8 @@ def test_an_exploding_run_is_flagged(synth: Path, tmp_path: Path) -> None:
 
 # ---------------------------------------------------------------------------------------------- training scans
 def test_checkpoints_record_their_training_scans(healthy: Trainer, tmp_path: Path) -> None:
-    from pointmamba.pretrained import export_compact
-    from pointmamba.training.checkpoint import load_checkpoint
+    from pointmamba.checkpoints.shipped import export_compact
+    from pointmamba.checkpoints.checkpoint import load_checkpoint
 
     for name in ("last.pth", "best.pth"):
         assert load_checkpoint(healthy.work_dir / name)["train_scans"] == [
@@ -124,7 +124,7 @@ def test_test_tool_warns_on_training_scans_and_writes_under_work_dirs(healthy: T
 
 def test_default_test_output_is_never_inside_the_package() -> None:
     from pointmamba.cli._common import default_out_dir
-    from pointmamba.pretrained import DEFAULT_MODEL
+    from pointmamba.checkpoints.shipped import DEFAULT_MODEL
 
     assert default_out_dir(DEFAULT_MODEL, "test_test") == Path("work_dirs/teeth17_shared_data/test_test")
     assert default_out_dir(Path("work_dirs/cpe/best.pth"), "test_val") == Path("work_dirs/cpe/test_val")
@@ -132,7 +132,7 @@ def test_default_test_output_is_never_inside_the_package() -> None:
 
 def test_shipped_model_training_scans_come_from_its_config(scans_dir: Path) -> None:
     """The shipped model records no list; its config (train_split all over two data roots) determines it."""
-    from pointmamba.pretrained import DEFAULT_MODEL
+    from pointmamba.checkpoints.shipped import DEFAULT_MODEL
     from pointmamba.training.training_scans import of_checkpoints, warning_line
 
     scans, unknown = of_checkpoints([DEFAULT_MODEL])

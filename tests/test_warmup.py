@@ -7,7 +7,7 @@ import torch
 
 from pointmamba import build_model
 from pointmamba.training.warmup import WarmupSwitch, relpos_factor
-from pointmamba.structure import PointBatch
+from pointmamba.point.batch import PointBatch
 
 from support.tiny import TINY_MODEL_SECTION as TINY
 
@@ -187,7 +187,7 @@ def test_old_checkpoint_gets_its_warmup_factor(factor: float | None) -> None:
     """Checkpoints from before the buffers kept the state as the hook's factor: loading puts it in the weights
     (a ``best.pth`` saved during warm-up evaluates with RelPos off; no factor: fully on)."""
     from pointmamba import build_model
-    from pointmamba.training.checkpoint import upgrade_weights
+    from pointmamba.checkpoints.checkpoint import upgrade_weights
 
     model = build_model({"enc_channels": [8, 8], "enc_depths": [1, 1], "dec_channels": [8], "dec_depths": [1]})
     old = {k: v for k, v in model.state_dict().items() if not k.endswith((".enabled", ".ramp"))}

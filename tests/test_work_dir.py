@@ -11,8 +11,8 @@ import torch
 from pointmamba import build_model
 from pointmamba.config import load_config
 from pointmamba.training import trainer as trainer_module
-from pointmamba.training.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
-from pointmamba.evaluation.inference import load_trained
+from pointmamba.checkpoints.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from pointmamba.inference.pipeline import load_trained
 from pointmamba.training.trainer import Trainer
 from pointmamba.training.work_dir import WorkDirError
 
@@ -263,7 +263,7 @@ def test_a_nan_loss_is_written_as_strict_json_and_read_back_as_nan(tmp_path: Pat
     readers (issue 46: no NaN in any file); the run's own readers still see NaN."""
     import math
 
-    from pointmamba.atomic_file import append_text
+    from pointmamba.utils.atomic_file import append_text
     from pointmamba.training.work_dir import json_line, read_jsonl, read_metrics
 
     path = tmp_path / "metrics.jsonl"

@@ -25,11 +25,11 @@ def real_demo(py: str, work: Path) -> None:
     if not scans:
         raise FileNotFoundError(f"{SAMPLES}: no sample scans (they ship with the checkout)")
     out = work / "real"
-    print(f"== 1. segmenting {len(scans)} real scans with the shipped model (pointmamba/pretrained/)")
+    print(f"== 1. segmenting {len(scans)} real scans with the shipped model (pointmamba/checkpoints/)")
     subprocess.run([py, str(ROOT / "tools" / "predict.py"), *map(str, scans), "--out", str(out),
                     "--reference", *(str(s.with_suffix(".json")) for s in scans), "--overwrite"], check=True, cwd=ROOT)
     print(f"   pictures: {', '.join(str(out / (s.stem + '.png')) for s in scans)}")
-    print("   (the shipped model was trained on these scans too; held-out figures: pointmamba/pretrained/MODEL_CARD.md)")
+    print("   (the shipped model was trained on these scans too; held-out figures: pointmamba/checkpoints/MODEL_CARD.md)")
     print("\n== 2. fine-tuning the shipped model on two of them for a few steps (configs/demo_finetune.yaml)")
     subprocess.run([py, str(ROOT / "tools" / "train.py"), "--config", str(ROOT / "configs" / "demo_finetune.yaml"),
                     "--work-dir", str(work / "finetune"), "--overwrite"], check=True, cwd=ROOT)

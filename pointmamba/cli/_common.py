@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from pointmamba.atomic_file import DiskFullError
-from pointmamba.cpu_runtime import tune_cpu_runtime
-from pointmamba.printable import printable
+from pointmamba.utils.atomic_file import DiskFullError
+from pointmamba.utils.cpu_runtime import tune_cpu_runtime
+from pointmamba.utils.printable import printable
 
-tune_cpu_runtime()  # before anything imports torch (see pointmamba/cpu_runtime.py)
+tune_cpu_runtime()  # before anything imports torch (see pointmamba/utils/cpu_runtime.py)
 
 if TYPE_CHECKING:  # torch is imported inside the functions: --help stays fast
     import torch
@@ -90,9 +90,9 @@ def open_eval_run(args: argparse.Namespace, default_out: str | None = None) -> E
     """
     from pointmamba.cli.output_files import check_out_dir
     from pointmamba.config import load_config
-    from pointmamba.device import resolve_device
-    from pointmamba.evaluation.inference import load_trained
-    from pointmamba.pretrained import resolve_checkpoint
+    from pointmamba.utils.device import resolve_device
+    from pointmamba.inference.pipeline import load_trained
+    from pointmamba.checkpoints.shipped import resolve_checkpoint
     from pointmamba.training.data_builders import build_dataset
 
     cfg = load_config(args.config, args.overrides)
@@ -175,7 +175,7 @@ def _one_line_warning(message: Warning | str, category: type[Warning], filename:
 def run_main(main: Callable[[], Any]) -> None:
     """Run ``main``; user errors (bad config, missing files, corrupt checkpoint, a full disk) exit 2 with one
     clear line; warnings (a scan that looks cut short, say) print as one ``warning:`` line naming the file.
-    Both are printed with control characters escaped (:func:`~pointmamba.printable.printable`)."""
+    Both are printed with control characters escaped (:func:`~pointmamba.utils.printable.printable`)."""
     if not os.environ.get("POINTMAMBA_DEBUG"):
         warnings.formatwarning = _one_line_warning
     try:

@@ -42,7 +42,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from ..atomic_file import atomic_write, save_figure, write_csv
+from ..utils.atomic_file import atomic_write, save_figure, write_csv
 from ..config import flatten
 from ._common import parse_args, run_main
 from .ablation_diagnostics import claim_lines, diagnostics_lines, diagnostics_rows, line_style, plot_diagnostics

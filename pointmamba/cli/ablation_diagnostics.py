@@ -12,7 +12,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from ..atomic_file import save_figure
+from ..utils.atomic_file import save_figure
 from ..training.work_dir import read_jsonl
 from .ablation_table import format_pm, mean_std
 

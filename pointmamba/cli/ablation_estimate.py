@@ -32,7 +32,7 @@ def time_one_step(cfg: dict[str, Any]) -> float:
 
     from pointmamba import build_model
     from pointmamba.data import collate
-    from pointmamba.device import resolve_device
+    from pointmamba.utils.device import resolve_device
     from pointmamba.training.data_builders import build_dataset
     from pointmamba.training.loss import segmentation_loss
     from pointmamba.training.optim import build_optimizer

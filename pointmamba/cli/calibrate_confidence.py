@@ -18,7 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from .. import finite_json
+from ..utils import finite_json
 from ._common import parse_args, run_main
 
 SWEEP = (0.3, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 0.8)
@@ -44,9 +44,9 @@ def main() -> None:
     from pointmamba.data.scan_files import expand_scan_paths, label_file_beside
     from pointmamba.data.teeth3ds import read_labels
     from pointmamba.data.units import infer_units
-    from pointmamba.device import resolve_device
-    from pointmamba.pretrained import DEFAULT_MODEL
-    from pointmamba.segmenter import Segmenter
+    from pointmamba.utils.device import resolve_device
+    from pointmamba.checkpoints.shipped import DEFAULT_MODEL
+    from pointmamba.inference.segmenter import Segmenter
 
     if bool(args.scans) == bool(args.config):
         raise ValueError("give labelled scans (files or folders) or --config, not both and not neither")
@@ -74,7 +74,7 @@ def main() -> None:
         scans.append(scan_record(result, reference.labels, str(path)))
     report = summarize(scans, segmenter.rules, args.bins)
     shipped = segmenter.checkpoint == DEFAULT_MODEL
-    report.update({"checkpoint": f"pointmamba/pretrained/{DEFAULT_MODEL.name} (the shipped model)" if shipped
+    report.update({"checkpoint": f"pointmamba/checkpoints/{DEFAULT_MODEL.name} (the shipped model)" if shipped
                    else str(segmenter.checkpoint), "infer": segmenter.infer})
     write_outputs(out, scans, report, " ".join(["tools/calibrate_confidence.py", *map(str, args.scans)]
                                                 + ([f"--config {args.config} --split {args.split}"] if args.config else [])))
@@ -85,7 +85,7 @@ def main() -> None:
 
 def scan_record(result: Any, reference, source: str) -> dict[str, Any]:
     """What the summary needs of one scan: its teeth with their truth, and what re-deciding review takes."""
-    from pointmamba.evaluation.confidence import tooth_truth
+    from pointmamba.inference.confidence import tooth_truth
 
     truth = tooth_truth(result.instances, reference)
     teeth = [{"scan": result.name, "fdi": t.fdi, "reference": truth[t.instance], "wrong": truth[t.instance] != t.fdi,
@@ -99,7 +99,7 @@ def scan_record(result: Any, reference, source: str) -> dict[str, Any]:
 
 
 def flagged(scan: dict[str, Any], rules: Any) -> list[tuple[str, str]]:
-    from pointmamba.evaluation.confidence import review_findings
+    from pointmamba.inference.confidence import review_findings
 
     c = scan["confidence"]
     return review_findings(c.teeth, scan["jaw"], scan["aligned"], scan["instances"], rules)
@@ -120,7 +120,7 @@ def summarize(scans: list[dict[str, Any]], rules: Any, bins: int) -> dict[str, A
     """The scan table at ``rules``, the sweep over ``review_below``, findings by kind, tooth reliability."""
     import numpy as np
 
-    from pointmamba.evaluation.confidence import FINDINGS
+    from pointmamba.inference.confidence import FINDINGS
 
     teeth = [t for s in scans for t in s["teeth"]]
     conf = np.array([t["confidence"] for t in teeth])
@@ -160,7 +160,7 @@ def _rate(row: dict[str, Any]) -> str:
 
 
 def write_outputs(out: Path, scans: list[dict[str, Any]], report: dict[str, Any], command: str) -> None:
-    from pointmamba.atomic_file import atomic_write, write_csv
+    from pointmamba.utils.atomic_file import atomic_write, write_csv
 
     t = report["table"]
     lines = [
@@ -177,7 +177,7 @@ def write_outputs(out: Path, scans: list[dict[str, Any]], report: dict[str, Any]
         f"| flagged for review | {t['flagged']['scans']} | {t['flagged']['wrong']} | {_rate(t['flagged'])} |",
         f"| not flagged | {t['unflagged']['scans']} | {t['unflagged']['wrong']} | {_rate(t['unflagged'])} |", "",
         "Rules: " + ", ".join(f"{k}={v}" for k, v in report["rules"].items()) + " (`ReviewRules` in "
-        "`pointmamba/evaluation/confidence.py`).", "",
+        "`pointmamba/inference/confidence.py`).", "",
         f"With the tooth confidence alone (no width or spacing checks): flagged {_rate(report['confidence_only']['flagged'])} "
         f"wrong, not flagged {_rate(report['confidence_only']['unflagged'])} wrong.", "",
         "## Other `review_below` values (the other rules as above)", "",
@@ -219,7 +219,7 @@ def plot_reliability(path: Path, scans: list[dict[str, Any]], report: dict[str, 
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    from pointmamba.atomic_file import save_figure
+    from pointmamba.utils.atomic_file import save_figure
 
     fig = Figure(figsize=(11, 4.4))
     FigureCanvasAgg(fig)

@@ -24,7 +24,7 @@ def main() -> None:
     parser.add_argument("--out", help="also write the table (Markdown) to this file")
     args = parse_args(parser, backends=False)  # with --no-progress and --verbose
 
-    from pointmamba.atomic_file import atomic_write
+    from pointmamba.utils.atomic_file import atomic_write
     from pointmamba.data.data_check import check_directory, format_table
 
     reports = check_directory(args.root)

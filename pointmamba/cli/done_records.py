@@ -40,8 +40,8 @@ def write_record(out: str | Path, stem: str, source: Path, settings: dict[str, A
                  row: dict[str, Any]) -> Path:
     """Record that scan ``source`` is done: ``files`` (in ``out``) written with ``settings``; ``row`` its
     summary row. Written atomically, after the files."""
-    from pointmamba.atomic_file import atomic_write
-    from pointmamba.finite_json import dumps
+    from pointmamba.utils.atomic_file import atomic_write
+    from pointmamba.utils.finite_json import dumps
 
     out = Path(out)
     path = record_path(out, stem)

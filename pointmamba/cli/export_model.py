@@ -6,7 +6,7 @@
 
 The file keeps the names of the checkpoint's training scans (``train_scans``: tools/test.py and
 tools/predict.py --reference warn when they score one). The file loads with ``torch.load(weights_only=True)`` and is read by ``tools/predict.py --checkpoint FILE``
-like any checkpoint; ``pointmamba/pretrained/teeth17_shared_data.pth`` (the shipped model) was written so.
+like any checkpoint; ``pointmamba/checkpoints/teeth17_shared_data.pth`` (the shipped model) was written so.
 With ``--average-with`` the file also holds those networks: inference averages their probabilities with
 CHECKPOINT's (``infer.average_networks``); fine-tuning starts from CHECKPOINT's network.
 """
@@ -28,9 +28,9 @@ def main() -> None:
     args = parse_args(parser, backends=False)  # with --no-progress and --verbose, as every tool
 
     from pointmamba.cli.output_files import check_out_file
-    from pointmamba.evaluation.averaged_networks import check_averageable, check_one_network
-    from pointmamba.pretrained import export_compact
-    from pointmamba.training.checkpoint import checkpoint_config, load_checkpoint
+    from pointmamba.inference.averaged_networks import check_averageable, check_one_network
+    from pointmamba.checkpoints.shipped import export_compact
+    from pointmamba.checkpoints.checkpoint import checkpoint_config, load_checkpoint
 
     check_out_file(args.out, [args.checkpoint, *args.average_with], args.overwrite)
     first = load_checkpoint(args.checkpoint)

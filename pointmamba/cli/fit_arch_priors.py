@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Measure the priors of the instance-level tooth numbering (tooth widths, missing positions, spacing)
 on the ground truth of a config's training scans, and print them as the ``FITTED`` table of
-``pointmamba/evaluation/arch_priors.py``.
+``pointmamba/inference/arch_priors.py``.
 
     tools/fit_arch_priors.py --config FILE [--set key=value ...] [--out FILE.json] [--no-progress] [--verbose]
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import pprint
 
-from .. import finite_json
+from ..utils import finite_json
 from ._common import add_config_args, parse_args, run_main
 
 
@@ -25,9 +25,9 @@ def main() -> None:
     parser.add_argument("--out", "--json", dest="json", metavar="FILE", help="also write the table as JSON here")
     args = parse_args(parser)
 
-    from pointmamba.atomic_file import atomic_write
+    from pointmamba.utils.atomic_file import atomic_write
     from pointmamba.config import load_config
-    from pointmamba.evaluation.arch_priors import fit_priors
+    from pointmamba.inference.arch_priors import fit_priors
     from pointmamba.training.data_builders import build_dataset
 
     cfg = load_config(args.config, args.overrides)

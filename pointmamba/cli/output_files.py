@@ -32,9 +32,9 @@ import tempfile
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from pointmamba.atomic_file import utf8_prefix
+from pointmamba.utils.atomic_file import utf8_prefix
 from pointmamba.data.scan_files import written_by_pointmamba
-from pointmamba.folder_lock import FolderInUse, lock_folder
+from pointmamba.utils.folder_lock import FolderInUse, lock_folder
 
 NAME_MAX = 255
 """Longest file name, in bytes, that common file systems (ext4, XFS, APFS, NTFS in UTF-16 units) take."""

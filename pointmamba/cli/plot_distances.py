@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import finite_json
+from ..utils import finite_json
 from ._common import add_config_args, parse_args, run_main
 
 SPLITS = ("train", "val", "test", "all")
@@ -62,7 +62,7 @@ def plot_stage(dist: dict[str, np.ndarray], stage: int, max_rel_dist: float, q: 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from pointmamba.atomic_file import save_figure
+    from pointmamba.utils.atomic_file import save_figure
 
     allv = np.concatenate(list(dist.values()))
     fig, (lin, log) = plt.subplots(1, 2, figsize=(13, 4.8))
@@ -102,7 +102,7 @@ def main() -> None:
     if args.stages < 1:
         raise ValueError(f"--stages must be >= 1, got {args.stages}")
 
-    from pointmamba.atomic_file import atomic_write
+    from pointmamba.utils.atomic_file import atomic_write
     from pointmamba.cli.output_files import check_out_dir, make_out_dir
     from pointmamba.config import load_config
     from pointmamba.evaluation.curve_distances import PERCENTILES, summarize

@@ -7,7 +7,7 @@
                      [--report DIR/index.html] [--export-teeth] [--strict] [--skip-existing] [--layout flat|per-scan]
                      [--dentition auto|permanent|mixed] [--dentition-file CSV]
 
-Without --checkpoint the shipped model (pointmamba/pretrained/, see its MODEL_CARD.md) is used. A folder
+Without --checkpoint the shipped model (pointmamba/checkpoints/, see its MODEL_CARD.md) is used. A folder
 stands for every mesh under it (recursive, sorted; the Teeth3DS layout <ID>/<ID>_<jaw>.obj included), with
 one progress bar. ``--reference auto`` takes the label file beside each mesh (<stem>.json, the Teeth3DS
 layout) as its reference where there is one.
@@ -143,8 +143,8 @@ class Run:
     def __init__(self, args: argparse.Namespace, out: Path, lock: int | None) -> None:
         from pointmamba.cli.output_files import OutputError, check_out_dir
         from pointmamba.data.scan_files import expand_scan_paths, label_file_beside
-        from pointmamba.printable import printable
-        from pointmamba.pretrained import resolve_checkpoint
+        from pointmamba.utils.printable import printable
+        from pointmamba.checkpoints.shipped import resolve_checkpoint
 
         # everything checked before any work or output (see pointmamba/data/preflight.py, output_files.py)
         self.args, self.out, self.lock = args, out, lock
@@ -171,7 +171,7 @@ class Run:
             raise ValueError("--reference auto stands alone (the label file beside each mesh), not among files")
         else:
             self.references = [Path(r) for r in args.reference]
-        from pointmamba.evaluation.dentition import read_dentition_file
+        from pointmamba.inference.dentition import read_dentition_file
 
         self.dentitions = read_dentition_file(args.dentition_file) if args.dentition_file else {}
         from pointmamba.data.scan_table import read_scan_table
@@ -249,7 +249,7 @@ class Run:
         --strict, or where none passes)."""
         from pointmamba.data.preflight import InputError, check_predict_inputs
         from pointmamba.data.units import grid_reach_mm
-        from pointmamba.printable import printable
+        from pointmamba.utils.printable import printable
         from tqdm import tqdm
 
         args = self.args
@@ -278,9 +278,9 @@ class Run:
     def _load_model(self) -> Any:
         """The network, once every check has passed; one short line says which (details with --verbose)."""
         from pointmamba.config import resolve_infer
-        from pointmamba.device import resolve_device
-        from pointmamba.printable import printable
-        from pointmamba.segmenter import Segmenter
+        from pointmamba.utils.device import resolve_device
+        from pointmamba.utils.printable import printable
+        from pointmamba.inference.segmenter import Segmenter
 
         segmenter = Segmenter(self.checkpoint, resolve_device(self.args.device, "--device"), self.infer,
                               dentition=self.args.dentition)
@@ -298,9 +298,9 @@ class Run:
 
     # ------------------------------------------------------------------ the work
     def predict_all(self) -> None:
-        from pointmamba.atomic_file import write_csv
+        from pointmamba.utils.atomic_file import write_csv
         from pointmamba.cli.output_files import STATE_DIR, lock_out_dir, make_out_dir
-        from pointmamba.printable import printable
+        from pointmamba.utils.printable import printable
         from tqdm import tqdm
 
         make_out_dir(self.out)
@@ -352,8 +352,8 @@ class Run:
         import torch
 
         from pointmamba import __version__
-        from pointmamba.atomic_file import atomic_write
-        from pointmamba.finite_json import dumps
+        from pointmamba.utils.atomic_file import atomic_write
+        from pointmamba.utils.finite_json import dumps
 
         args = self.args
         status = [r["status"] for r in rows]
@@ -376,9 +376,9 @@ class Run:
     def _predict_one(self, item: Any, files: dict[str, Path]) -> dict:
         """Segment one checked scan and write its files; a failure costs one line, the scan's own files and
         nothing else (the full disk excepted, which stops the run)."""
-        from pointmamba.atomic_file import DiskFullError
+        from pointmamba.utils.atomic_file import DiskFullError
         from pointmamba.cli.done_records import forget
-        from pointmamba.printable import printable
+        from pointmamba.utils.printable import printable
         from tqdm import tqdm
 
         stem = files[".json"].stem
@@ -401,14 +401,14 @@ class Run:
     def _segment(self, item: Any, files: dict[str, Path], stem: str, written: list[Path]) -> dict:
         from pointmamba.cli.done_records import write_record
         from pointmamba.data.preflight import checked_scan
-        from pointmamba.printable import printable
-        from pointmamba.timing import StepTimer, step
+        from pointmamba.utils.printable import printable
+        from pointmamba.utils.timing import StepTimer, step
         from tqdm import tqdm
 
         args = self.args
         folder = files[".json"].parent
         t0 = time.perf_counter()
-        with StepTimer() as timer:  # seconds per step, shown with --verbose (pointmamba/timing.py)
+        with StepTimer() as timer:  # seconds per step, shown with --verbose (pointmamba/utils/timing.py)
             with step("load"):
                 scan = checked_scan(item)  # read once, by the check
             scan.meta["name"] = stem
@@ -498,7 +498,7 @@ def _reason(exc: BaseException, path: Path) -> str:
 def _checkpoint_facts(checkpoint: Path) -> tuple[int, Any]:
     """(number of classes, grid size) from the checkpoint's stored config, without building the network:
     the input check needs them (the grid bounds a scan's size)."""
-    from pointmamba.training.checkpoint import checkpoint_config, load_checkpoint
+    from pointmamba.checkpoints.checkpoint import checkpoint_config, load_checkpoint
 
     config = checkpoint_config(load_checkpoint(checkpoint, map_location="cpu"), checkpoint)
     return int(config["data"]["num_classes"]), config["data"].get("grid_size")

@@ -27,11 +27,11 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..atomic_file import atomic_write, write_csv
+from ..utils.atomic_file import atomic_write, write_csv
 from ._common import parse_args, run_main
 
 if TYPE_CHECKING:
-    from pointmamba.structure import PointBatch
+    from pointmamba.point.batch import PointBatch
 
 GRID = 1.0  # mm per voxel
 EXTENT = 16  # footprint of a sample, voxels per side
@@ -42,7 +42,7 @@ def make_batches(num_batches: int, batch_size: int, points: int, seed: int) -> l
     """Serialized batches: ``point`` (a PointBatch, flag feature), ``marks`` (B, 2) rows, ``target`` (B,) mm."""
     import torch
 
-    from pointmamba.structure import PointBatch
+    from pointmamba.point.batch import PointBatch
 
     if not 2 <= points <= EXTENT * EXTENT:
         raise ValueError(f"--points must be in [2, {EXTENT * EXTENT}], got {points}")

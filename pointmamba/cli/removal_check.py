@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import argparse
 
-from .. import finite_json
+from ..utils import finite_json
 from ._common import add_average_with_arg, add_config_args, open_eval_run, parse_args, run_main
 
 
@@ -33,11 +33,11 @@ def main() -> None:
 
     from tqdm import tqdm
 
-    from pointmamba.atomic_file import atomic_write, write_csv
+    from pointmamba.utils.atomic_file import atomic_write, write_csv
     from pointmamba.cli.output_files import make_out_dir
     from pointmamba.data import load_scan
     from pointmamba.data.missing_teeth import arch_is_complete
-    from pointmamba.evaluation.inference import segment_scan
+    from pointmamba.inference.pipeline import segment_scan
     from pointmamba.evaluation.removal_check import check_scan, removal_summary
 
     run = open_eval_run(args)

@@ -24,7 +24,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .. import finite_json
+from ..utils import finite_json
 from ._common import add_average_with_arg, add_config_args, open_eval_run, parse_args, run_main
 
 
@@ -45,12 +45,12 @@ def main() -> None:
 
     from pointmamba.data import CLASS_NAMES, fdi_to_class, load_scan
     from pointmamba.evaluation.confusion_plot import plot_confusion
-    from pointmamba.evaluation.inference import segment_scan
+    from pointmamba.inference.pipeline import segment_scan
     from pointmamba.evaluation.metrics import ConfusionMatrix
     from pointmamba.evaluation.scan_summary import (dentition_given_columns, reference_groups, review_columns,
                                                     summarize, summary_table)
     from pointmamba.evaluation.teeth_metrics import aggregate_teeth_metrics, teeth_metrics
-    from pointmamba.atomic_file import atomic_write, write_csv
+    from pointmamba.utils.atomic_file import atomic_write, write_csv
     from pointmamba.cli.output_files import make_out_dir
 
     run = open_eval_run(args, default_out=f"test_{args.split}")

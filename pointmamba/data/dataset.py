@@ -19,7 +19,7 @@ from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from ..atomic_file import atomic_write
+from ..utils.atomic_file import atomic_write
 from .augment import Augment
 from .errors import ScanFormatError
 from .fdi import IGNORE_INDEX, JAWS, check_jaw, check_num_classes, fdi_to_class
@@ -414,7 +414,7 @@ def preprocess_scan(scan: Scan) -> dict[str, np.ndarray]:
 
 
 def collate(samples: Sequence[Mapping[str, Any]], grid_size: float | None = None):  # -> PointBatch
-    """Pack dataset items into a :class:`~pointmamba.structure.PointBatch`.
+    """Pack dataset items into a :class:`~pointmamba.point.batch.PointBatch`.
 
     Extras: ``segment`` (N,) int64, ``name`` / ``jaw`` (lists), ``vertex_row`` (V_total,) int64 global row
     (already offset into the packed rows) for every original vertex (the grid-sampling map; not the curve
@@ -425,7 +425,7 @@ def collate(samples: Sequence[Mapping[str, Any]], grid_size: float | None = None
     """
     import torch
 
-    from ..structure import PointBatch
+    from ..point.batch import PointBatch
 
     if len(samples) == 0:
         raise ValueError("collate: empty list of samples")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..atomic_file import atomic_write, atomic_writer
+from ..utils.atomic_file import atomic_write, atomic_writer
 from .errors import ScanFormatError, ScanWarning
 from .integrity import check_complete, check_one_surface
 

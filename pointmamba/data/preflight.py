@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from ..data.errors import ScanFormatError, ScanWarning
-from ..data.integrity import check_jaw_size
-from ..data.units import UnitsDecision, check_fits, check_millimetres, infer_units
+from .errors import ScanFormatError, ScanWarning
+from .integrity import check_jaw_size
+from .units import UnitsDecision, check_fits, check_millimetres, infer_units
 
 
 KEEP_VERTICES = 10_000_000
@@ -59,7 +59,7 @@ class PredictInput:
 def _sidecar_jaw(path: Path) -> str | None:
     """The jaw a label file beside the mesh names, read leniently (prediction does not need its labels,
     so a stale or broken one must not stop it)."""
-    from ..data.teeth3ds import load_json
+    from .teeth3ds import load_json
 
     try:
         doc = load_json(path.with_suffix(".json"))
@@ -71,7 +71,7 @@ def _sidecar_jaw(path: Path) -> str | None:
 
 def load_predict_scan(path: str | Path, jaw: str | None = None) -> Any:  # -> Scan
     """The mesh at ``path`` without its labels; the jaw from ``jaw``, the file name or a label file beside it."""
-    from ..data.scan import jaw_from_name, load_scan
+    from .scan import jaw_from_name, load_scan
 
     path = Path(path)
     if jaw is None and jaw_from_name(path.name) is None:
@@ -92,7 +92,7 @@ def check_predict_inputs(scans: Sequence[str | Path], jaw: str | None = None, un
     its teeth at prediction)."""
     from tqdm import tqdm
 
-    from ..data.teeth3ds import read_labels
+    from .teeth3ds import read_labels
 
     if references and len(references) != len(scans):
         raise InputError(f"--reference needs one JSON per scan ({len(scans)}), got {len(references)}")
@@ -160,7 +160,7 @@ def check_dataset(dataset: Any, what: str, progress: bool = False) -> None:
 
 def mirrored_scans(dataset: Any) -> list[tuple[Path, str]]:
     """(path, reason) for every labelled scan of ``dataset`` whose labels the side check finds mirrored."""
-    from ..data.anatomy import side_check
+    from .anatomy import side_check
 
     found = []
     for i in range(len(dataset)):

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..finite_json import dumps
+from ..utils.finite_json import dumps
 from .errors import ScanFormatError
 from .fdi import JAWS, VALID_FDI, check_jaw
 from .mesh import atomic_write

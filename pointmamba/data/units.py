@@ -96,7 +96,7 @@ def grid_reach_mm(grid_size: float | None) -> float:
     """The widest scan (mm, along its longest principal axis) that a model's grid of ``grid_size`` mm cells
     holds in any pose: 2^MAX_DEPTH cells per axis of the serialization, and a pose can put the principal
     extent along a diagonal (sqrt 3). No grid (``None`` / 0): no bound."""
-    from ..serialization import MAX_DEPTH  # here, not at the top: it imports torch
+    from ..point.serialization import MAX_DEPTH  # here, not at the top: it imports torch
 
     return grid_size * 2 ** MAX_DEPTH / math.sqrt(3) if grid_size else math.inf
 

@@ -60,6 +60,6 @@ def plot_confusion(
                 ax.text(j, i, text, ha="center", va="center", fontsize=7,
                         color="white" if top > 0 and v > 0.5 * top else "black")
     fig.tight_layout()
-    from ..atomic_file import save_figure
+    from ..utils.atomic_file import save_figure
 
     return save_figure(fig, path)

@@ -13,7 +13,7 @@ from torch import Tensor
 
 from ..models.pooling import GridPooling
 from ..models.relpos import relative_steps
-from ..structure import DEFAULT_ORDERS, PointBatch
+from ..point.batch import DEFAULT_ORDERS, PointBatch
 
 PERCENTILES = (50, 90, 95, 99)
 

@@ -7,8 +7,8 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from ..structure import PointBatch
-from .inference import predict_batch
+from ..point.batch import PointBatch
+from ..inference.pipeline import predict_batch
 from .metrics import ConfusionMatrix
 
 

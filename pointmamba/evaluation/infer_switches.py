@@ -34,7 +34,8 @@ def compare_switches(model: nn.Module, dataset: Any, cfg: dict[str, Any], device
     from ..data import fdi_to_class, load_scan
     from ..data.dataset import preprocess_scan
     from ..data.mesh import apply_transform
-    from .inference import TestView, infer_options, refine, summed_view_probabilities
+    from ..inference.config import infer_options
+    from ..inference.pipeline import TestView, refine, summed_view_probabilities
     from .metrics import ConfusionMatrix
     from .scan_summary import KEPT_MIOU
 

@@ -25,8 +25,8 @@ REMOVAL_MODES = ("delete", "flatten", "close")
 
 def tooth_numbers(reference: np.ndarray, predicted: np.ndarray) -> dict[int, int]:
     """The number each reference tooth carries in ``predicted``: the most common value on its vertices
-    (the majority rule of :func:`~pointmamba.evaluation.confidence.tooth_truth`, groups and values swapped)."""
-    from .confidence import tooth_truth
+    (the majority rule of :func:`~pointmamba.inference.confidence.tooth_truth`, groups and values swapped)."""
+    from ..inference.confidence import tooth_truth
 
     return tooth_truth(reference, predicted)
 

@@ -25,11 +25,11 @@ def reference_groups(labels: np.ndarray, aligned: np.ndarray | None = None, jaw:
     """Which groups a reference arch belongs to: ``few_teeth`` (<= 13 teeth), ``third_molar``; with its
     vertices in the canonical frame (``aligned``) and ``jaw`` also ``lone_premolar``: a side with a
     canine, one premolar-sized tooth, then molars, which 3D-IOSSeg numbers both ways
-    (:func:`~pointmamba.data.closed_extractions.lone_premolar_sides`)."""
+    (:func:`~pointmamba.data.lone_premolar.lone_premolar_sides`)."""
     teeth = [int(t) for t in np.unique(labels) if t > 0]
     groups = {"few_teeth": len(teeth) <= 13, "third_molar": any(t % 10 == 8 for t in teeth)}
     if aligned is not None and jaw is not None:
-        from ..data.closed_extractions import lone_premolar_sides
+        from ..data.lone_premolar import lone_premolar_sides
 
         groups["lone_premolar"] = bool(lone_premolar_sides(aligned, labels, jaw))
     return groups
@@ -99,9 +99,9 @@ def summary_table(summary: dict[str, dict[str, Any]]) -> str:
 
 def review_columns(pred: Any, scan: Any) -> dict[str, Any]:
     """A predicted scan's ``review`` (flagged or not) and ``findings`` (their kinds), as
-    :class:`~pointmamba.segmenter.Segmenter` flags it: ``pred`` a :class:`~.inference.Prediction` of ``scan``."""
+    :class:`~pointmamba.inference.segmenter.Segmenter` flags it: ``pred`` a :class:`~.inference.Prediction` of ``scan``."""
     from ..data.teeth3ds import instances_from_labels
-    from .confidence import scan_confidence
+    from ..inference.confidence import scan_confidence
 
     instances = pred.instances if pred.instances is not None else instances_from_labels(pred.fdi)
     conf = scan_confidence(pred.probs, pred.classes, instances, scan.jaw, pred.aligned, pred.instance_probs,
@@ -115,8 +115,8 @@ def dentition_given_columns(model: Any, scan: Any, cfg: dict[str, Any], device: 
     gives (:func:`~.dentition.reference_dentition`), the per-scan mIoU predicted with it given and whether
     that prediction is flagged (``dentition_given``, ``miou_given``, ``review_given``; None for other arches)."""
     from ..data import fdi_to_class
-    from .dentition import reference_dentition
-    from .inference import segment_scan
+    from ..inference.dentition import reference_dentition
+    from ..inference.pipeline import segment_scan
 
     given = reference_dentition(aligned, scan.labels, scan.jaw)
     if given is None:

@@ -11,7 +11,7 @@ import torch
 from torch import Tensor, nn
 
 from .mamba import Mamba
-from pointmamba.sequence import Routes, from_padded, pack_to_padded, padded_to_pack, reverse_index, routes, to_padded
+from pointmamba.point.sequence import Routes, from_padded, pack_to_padded, padded_to_pack, reverse_index, routes, to_padded
 
 COMBINES = ("sum", "concat")
 
@@ -89,7 +89,7 @@ class BiMamba(nn.Module):
 
     def mix_rows(self, x: Tensor, r: Routes) -> Tensor:
         """(N, C) rows in row order -> (N, C) in row order, along the curve ``r`` routes (see
-        :func:`pointmamba.sequence.routes`): what :class:`MambaBlock` calls, with no reordering copies."""
+        :func:`pointmamba.point.sequence.routes`): what :class:`MambaBlock` calls, with no reordering copies."""
         return self._combine(*self._mix(x, r))
 
     def forward(self, x: Tensor, lengths: Tensor) -> Tensor:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from ..curve_orders import ORDERS
+from ..point.curve_orders import ORDERS
 
 __all__ = ["MODEL_DEFAULTS", "resolve_model_config"]
 

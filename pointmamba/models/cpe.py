@@ -12,7 +12,7 @@ from torch import Tensor, nn
 from ..ops.submconv import SubMConv3d
 
 if TYPE_CHECKING:
-    from ..structure import PointBatch
+    from ..point.batch import PointBatch
 
 __all__ = ["CPE"]
 

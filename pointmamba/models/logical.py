@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from ..sequence import pack_to_padded, padded_to_pack
+from ..point.sequence import pack_to_padded, padded_to_pack
 
 if TYPE_CHECKING:
-    from ..structure import PointBatch
+    from ..point.batch import PointBatch
 
 __all__ = ["LogicalPosition"]
 

@@ -6,11 +6,11 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor, nn
 
-from ..sequence import Routes, routes
+from ..point.sequence import Routes, routes
 from .bimamba import BiMamba
 
 if TYPE_CHECKING:
-    from ..structure import PointBatch
+    from ..point.batch import PointBatch
 
 __all__ = ["DropPath", "MambaBlock", "mixer_routes"]
 
@@ -58,7 +58,7 @@ class MambaBlock(nn.Module):
 
 
 def mixer_routes(point: PointBatch, k: int) -> Routes:
-    """The mixer's :class:`~pointmamba.sequence.Routes` along order ``k``, cached in ``point.cache`` per
+    """The mixer's :class:`~pointmamba.point.sequence.Routes` along order ``k``, cached in ``point.cache`` per
     ``point.order`` tensor (every block at one resolution using order k shares them)."""
     holder = point.cache.get("mixer_routes")
     if holder is None or holder[0] is not point.order:  # re-serialized: stale

@@ -19,8 +19,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from ..serialization import ORDERS
-from ..structure import PointBatch
+from ..point.serialization import ORDERS
+from ..point.batch import PointBatch
 from .mamba_block import MambaBlock
 from .config import resolve_model_config
 from .stem import Stem

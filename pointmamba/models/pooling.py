@@ -11,8 +11,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from ..segment import segment_reduce
-from ..structure import PointBatch
+from ..point.reductions import segment_reduce
+from ..point.batch import PointBatch
 
 __all__ = ["GridPooling", "GridUnpooling", "POOL_REDUCTIONS"]
 

@@ -26,14 +26,14 @@ import torch
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from ..segment import segment_reduce
-from ..sequence import pack_to_padded
+from ..point.reductions import segment_reduce
+from ..point.sequence import pack_to_padded
 from .cpe import CPE
 from .logical import LogicalPosition
 from .relpos import RelPos, RelPosConfig
 
 if TYPE_CHECKING:
-    from ..structure import PointBatch
+    from ..point.batch import PointBatch
 
 __all__ = ["POSITIONS", "POSITION_PARTS", "PositionSlot", "AbsolutePosition", "SinusoidalPosition", "GRUPosition"]
 

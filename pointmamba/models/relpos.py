@@ -15,7 +15,7 @@ LayerNorm, scale 1, max_rel_dist 5 mm) for the ablation.
 Warm-up state: ``enabled`` False makes the module an exact identity; ``ramp`` multiplies the contribution.
 Both are buffers (0-dim bool / float tensors in the state dict, so ``load_state_dict`` restores the state a
 checkpoint was trained in); assigning a plain bool / float fills them (``module.ramp = 0.5``). Weights
-written before they were buffers load with the defaults (on, 1); ``training/checkpoint.py`` fills them from
+written before they were buffers load with the defaults (on, 1); ``checkpoints/checkpoint.py`` fills them from
 such a checkpoint's warm-up factor. ``record`` set to a dict makes forward store detached intermediates in it
 (keys in :data:`RECORD_KEYS`); None (default) stores nothing.
 """
@@ -29,7 +29,7 @@ import torch
 from torch import Tensor, nn
 
 if TYPE_CHECKING:
-    from ..structure import PointBatch
+    from ..point.batch import PointBatch
 
 __all__ = ["RelPos", "RelPosConfig", "PRESETS", "RECORD_KEYS", "relative_steps"]
 

@@ -36,11 +36,11 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor, nn
 
-from ..segment import segment_reduce
+from ..point.reductions import segment_reduce
 from . import backend
 
 if TYPE_CHECKING:
-    from ..structure import PointBatch
+    from ..point.batch import PointBatch
 
 __all__ = ["NeighbourMap", "build_neighbour_map", "neighbour_map", "sparse_conv", "sparse_conv_backend", "SubMConv3d"]
 

@@ -70,7 +70,7 @@
     store("/marks", all);
   }
 
-  // Spreadsheet formulas neutralized as pointmamba/atomic_file.py's csv_cell does (OWASP): text starting with
+  // Spreadsheet formulas neutralized as pointmamba/utils/atomic_file.py's csv_cell does (OWASP): text starting with
   // = + - @, a tab or a carriage return gets a leading '; a cell with a comma, quote or newline is quoted.
   const FORMULA = /^[=+\-@\t\r]/;
   function csvCell(value) {

@@ -3,7 +3,7 @@
 One HTML file that opens from disk with no network, to work through a batch:
 
 * a grid of every scan: a thumbnail (the occlusal view with the FDI numbers, drawn at the card's size by
-  :func:`~pointmamba.evaluation.render.render_thumbnail`), a dental chart (:func:`dental_chart`: the 16
+  :func:`~pointmamba.inference.render.render_thumbnail`), a dental chart (:func:`dental_chart`: the 16
   teeth a full arch has, found or missing, each found tooth's confidence and runner-up), the review
   findings and metrics where a reference was given; sortable, filterable to the flagged scans;
 * a 3D view of one scan (rotate, zoom, teeth coloured by FDI with their numbers, hover: number, confidence,
@@ -12,7 +12,7 @@ One HTML file that opens from disk with no network, to work through a batch:
   classes: :func:`margin_uint8`);
 * keys to work through it (next, previous, accept, flag, next view; listed on the page), accept / flag
   marks kept in the browser's localStorage under the run's id (:attr:`ReviewPage.run`) and downloadable
-  as a CSV, formulas neutralized as :func:`pointmamba.atomic_file.csv_cell` does;
+  as a CSV, formulas neutralized as :func:`pointmamba.utils.atomic_file.csv_cell` does;
 * deep links that choose the scan, the view and a tooth to select: ``index.html#scan=MSN001_lower&view=uncertainty``,
   ``#scan=MSN001_lower&tooth=36`` (a tooth of a card's chart opens so);
 * corrections: a tooth (clicked in the 3D view or the chart) gets another number; a region (the connected
@@ -61,7 +61,7 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-from ..finite_json import dumps
+from ..utils.finite_json import dumps
 
 HERE = Path(__file__).resolve().parent
 VIEWER = HERE / "vendor" / "plotly-gl3d.min.js"
@@ -101,7 +101,7 @@ def thumbnail(png: str | PathLike | bytes) -> str:
     palette)."""
     from PIL import Image
 
-    from ..evaluation.render import THUMBNAIL_SIZE
+    from ..inference.render import THUMBNAIL_SIZE
 
     src = io.BytesIO(png) if isinstance(png, bytes) else png
     with Image.open(src) as img:
@@ -127,7 +127,7 @@ def margin_uint8(probabilities: np.ndarray) -> np.ndarray:
 def dental_chart(jaw: str, teeth: list[Any]) -> list[dict[str, Any]]:
     """The teeth a full arch of ``jaw`` has, as a dental chart reads (the patient's right first: 18 .. 11,
     21 .. 28 or 48 .. 41, 31 .. 38), each ``found`` or not and, where found, its confidence and runner-up
-    (``teeth``: :class:`~pointmamba.evaluation.confidence.ToothConfidence`; a number carried twice shows
+    (``teeth``: :class:`~pointmamba.inference.confidence.ToothConfidence`; a number carried twice shows
     its less confident tooth, and ``twice``)."""
     right, left = ((18, 11), (21, 28)) if jaw == "upper" else ((48, 41), (31, 38))
     arch = list(range(right[0], right[1] - 1, -1)) + list(range(left[0], left[1] + 1))
@@ -168,12 +168,12 @@ class ReviewPage:
 
     def add(self, result: Any, reference: np.ndarray | None = None, metrics: dict[str, Any] | None = None,
             picture: str | PathLike | bytes | None = None, source: str | None = None) -> None:
-        """Add a :class:`~pointmamba.segmentation.Segmentation`; ``reference`` FDI labels per vertex and
+        """Add a :class:`~pointmamba.inference.segmentation.Segmentation`; ``reference`` FDI labels per vertex and
         their ``metrics`` (``Segmentation.compare``) where known. The thumbnail is the scan's occlusal view
         with its FDI numbers, drawn here; ``picture`` (a PNG) replaces it where given."""
         from ..data import class_colors, fdi_to_class
         from ..data.fdi import LOWER_FDI, UPPER_FDI
-        from ..evaluation.render import render_thumbnail
+        from ..inference.render import render_thumbnail
 
         labels = np.asarray(result.labels)
         faces = np.asarray(result.faces)
@@ -271,7 +271,7 @@ class ReviewPage:
                     page_of: dict[int, str] | None = None) -> Path:
         """One HTML file: the template with ``head``'s keys and the ``scans`` streamed into its data block;
         with ``page_of`` (an index) only their cards, without thumbnails, each naming its page."""
-        from ..atomic_file import atomic_writer
+        from ..utils.atomic_file import atomic_writer
 
         parts = {"TITLE": lambda fh: fh.write(_escape(title).encode()),
                  "STYLE": lambda fh: fh.write((HERE / "page.css").read_bytes()),

@@ -1,4 +1,4 @@
-"""How often the jaw told from the teeth (:mod:`pointmamba.evaluation.jaw_from_teeth`) is right.
+"""How often the jaw told from the teeth (:mod:`pointmamba.inference.jaw_from_teeth`) is right.
 
     python -m pointmamba.research.jaw_accuracy [ROOT ...] [--random-poses-every 4] [--cache DIR]
         [--out docs/results/jaw_from_teeth]
@@ -47,11 +47,12 @@ def main(argv: list[str] | None = None) -> None:
     import torch
     from tqdm import tqdm
 
-    from pointmamba.atomic_file import write_csv
+    from pointmamba.utils.atomic_file import write_csv
     from pointmamba.data.mesh import vertex_normals
     from pointmamba.data.scan import Scan, load_scan
-    from pointmamba.evaluation.inference import infer_options, load_trained, refine_either_jaw, scan_probabilities
-    from pointmamba.pretrained import resolve_checkpoint
+    from pointmamba.inference.config import infer_options
+    from pointmamba.inference.pipeline import load_trained, refine_either_jaw, scan_probabilities
+    from pointmamba.checkpoints.shipped import resolve_checkpoint
 
     model, cfg = load_trained(resolve_checkpoint(None), torch.device("cpu"))
     options = infer_options(cfg)

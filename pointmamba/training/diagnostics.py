@@ -242,7 +242,7 @@ class DiagnosticsHook(Hook):
                      "hook_ms": hook_ms}
         trainer.log(self.summary_line(self.last))
         if getattr(trainer, "work_dir", None) is not None:
-            from ..atomic_file import append_text
+            from ..utils.atomic_file import append_text
 
             append_text(trainer.work_dir / "diagnostics.jsonl", json_line(self.last))
 

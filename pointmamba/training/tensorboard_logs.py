@@ -62,13 +62,13 @@ def log_class_iou(writer: Any, iou_by_jaw: dict[str, list[float]], num_classes: 
 @torch.no_grad()
 def log_val_picture(writer: Any, net: torch.nn.Module, dataset: Any, cfg: dict[str, Any], device: torch.device,
                     path: Path, epoch: int, step: int) -> Path:
-    """Predict the first validation scan, render it (``evaluation/render.py``: reference above, prediction
+    """Predict the first validation scan, render it (``inference/render.py``: reference above, prediction
     below) to ``path`` and add it to TensorBoard as ``val/prediction``."""
     from PIL import Image
 
     from ..data import class_colors, class_to_fdi, collate, fdi_to_class, load_scan
-    from ..evaluation.inference import predict_batch
-    from ..evaluation.render import render_segmentation
+    from ..inference.pipeline import predict_batch
+    from ..inference.render import render_segmentation
 
     num_classes = cfg["data"]["num_classes"]
     was_training = net.training

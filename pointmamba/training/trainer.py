@@ -10,11 +10,11 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from ..atomic_file import append_text, atomic_write
+from ..utils.atomic_file import append_text, atomic_write
 from ..data.preflight import check_dataset, mirrored_scans
-from ..device import DeviceError, autocast, resolve_device  # noqa: F401 - DeviceError: old import path
+from ..utils.device import DeviceError, autocast, resolve_device  # noqa: F401 - DeviceError: old import path
 from ..evaluation.evaluate import evaluate
-from .checkpoint import (CheckpointError, check_model_config, check_resume_state, load_checkpoint, load_model_weights,
+from ..checkpoints.checkpoint import (CheckpointError, check_model_config, check_resume_state, load_checkpoint, load_model_weights,
                          save_checkpoint)
 from .data_builders import build_dataset, build_loader, ensure_data, prefetch
 from .distributed import DistInfo, all_reduce_sum, barrier, cleanup, init_distributed
@@ -203,8 +203,8 @@ class Trainer:
     # ------------------------------------------------------------------ helpers
     def _init_from(self, name: str) -> None:
         """Fine-tuning: load the weights (not the optimizer or schedule) of a checkpoint or the shipped model."""
-        from ..pretrained import resolve_checkpoint
-        from .checkpoint import input_hint
+        from ..checkpoints.shipped import resolve_checkpoint
+        from ..checkpoints.checkpoint import input_hint
 
         path = resolve_checkpoint(name)
         state = load_checkpoint(path, map_location=self.device)

@@ -91,7 +91,7 @@ def of_state(state: dict[str, Any]) -> TrainingScans | None:
 def of_checkpoints(paths: Iterable[str | Path]) -> tuple[TrainingScans | None, list[str]]:
     """The union of the training scans of every network in checkpoint files ``paths`` (a model file's
     ``average_with`` networks included), and the networks whose scans are unknown (named)."""
-    from .checkpoint import load_checkpoint
+    from ..checkpoints.checkpoint import load_checkpoint
 
     union: TrainingScans | None = None
     unknown: list[str] = []

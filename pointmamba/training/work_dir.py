@@ -7,7 +7,7 @@ A work dir holds a previous run when it has ``last.pth`` or ``best.pth``. Traini
 checkpoint (a run killed in its first epoch) hold nothing to resume: a new run starts fresh over them.
 
 A running training holds an exclusive lock (``fcntl.flock`` on :data:`LOCK_FILE`, see
-:mod:`pointmamba.folder_lock`): a second one started in the same work dir stops in one line instead of
+:mod:`pointmamba.utils.folder_lock`): a second one started in the same work dir stops in one line instead of
 mixing its metrics, log and checkpoints with the first.
 The lock goes with the process, so a killed run never leaves a stale one.
 """
@@ -20,7 +20,7 @@ import warnings
 from pathlib import Path
 from typing import Any, Callable
 
-from ..folder_lock import FolderInUse, lock_folder
+from ..utils.folder_lock import FolderInUse, lock_folder
 
 CHECKPOINTS = ("last.pth", "best.pth")
 LOGS = ("metrics.jsonl", "diagnostics.jsonl")
@@ -193,9 +193,9 @@ def _numbered_records(path: Path, warn: Callable[[str], None] | None) -> list[tu
 
 def json_line(record: dict[str, Any]) -> str:
     """One line of a run's JSON-lines file: strict JSON, a number that is not finite (a NaN loss or
-    gradient norm) written as ``null`` (:mod:`pointmamba.finite_json`); :func:`read_jsonl` reads it back
+    gradient norm) written as ``null`` (:mod:`pointmamba.utils.finite_json`); :func:`read_jsonl` reads it back
     as NaN."""
-    from ..finite_json import dumps
+    from ..utils.finite_json import dumps
 
     return dumps(record) + "\n"
 

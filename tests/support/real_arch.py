@@ -9,7 +9,7 @@ import numpy as np
 from pointmamba.data import fdi_to_class, load_scan
 from pointmamba.data.dataset import preprocess_scan
 from pointmamba.data.mesh import apply_transform
-from pointmamba.evaluation.tooth_numbering import measure_instances
+from pointmamba.data.arch import measure_instances
 
 SAMPLES = Path(__file__).resolve().parents[2] / "data" / "samples"
 

@@ -109,7 +109,7 @@ def predict_probs(checkpoint: Path, root: Path):
     """Whole-scan class probabilities of the synthetic validation scan from ``checkpoint`` (no refinement)."""
     import torch
     from pointmamba.data import load_scan
-    from pointmamba.evaluation.inference import load_trained, segment_scan
+    from pointmamba.inference.pipeline import load_trained, segment_scan
 
     model, cfg = load_trained(checkpoint, torch.device("cpu"))
     cfg = {**cfg, "infer": {"mirror_tta": True, "graph_cut": False}}

@@ -53,7 +53,7 @@ def untrained_checkpoint(path: Path, seed: int = 0) -> Path:
 
     from pointmamba import build_model
     from pointmamba.config import load_config
-    from pointmamba.training.checkpoint import save_checkpoint
+    from pointmamba.checkpoints.checkpoint import save_checkpoint
 
     cfg = load_config(None, TINY_MODEL + ["data.grid_size=0.6"])
     torch.manual_seed(seed)

@@ -8,7 +8,7 @@ import os, sys, importlib, traceback
 sys.path.insert(0, os.getcwd())
 import torch
 from pointmamba.ops import backend
-from pointmamba.structure import PointBatch
+from pointmamba.point.batch import PointBatch
 print(backend.report(), flush=True)
 g = torch.Generator().manual_seed(0)
 coord, feat = torch.rand(3000, 3, generator=g) * 20, torch.randn(3000, 4, generator=g)

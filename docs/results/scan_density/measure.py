@@ -34,11 +34,11 @@ def main() -> None:
     import torch
     from tqdm import tqdm
 
-    from pointmamba.atomic_file import atomic_write, write_csv
+    from pointmamba.utils.atomic_file import atomic_write, write_csv
     from pointmamba.config import load_config
     from pointmamba.data import Scan, fdi_to_class, load_scan
     from pointmamba.data.mesh import subdivide
-    from pointmamba.evaluation.inference import load_trained, segment_scan
+    from pointmamba.inference.pipeline import load_trained, segment_scan
     from pointmamba.evaluation.metrics import ConfusionMatrix
     from pointmamba.training.data_builders import build_dataset
 

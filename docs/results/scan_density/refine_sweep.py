@@ -59,7 +59,7 @@ def main() -> None:
     from pointmamba.config import load_config
     from pointmamba.data import fdi_to_class, load_scan
     from pointmamba.data.mesh import apply_transform, subdivide, vertex_normals
-    from pointmamba.evaluation.inference import infer_options, refine
+    from pointmamba.inference.pipeline import infer_options, refine
     from pointmamba.evaluation.metrics import ConfusionMatrix
     from pointmamba.training.data_builders import build_dataset
 
@@ -67,7 +67,7 @@ def main() -> None:
     dataset = build_dataset(cfg, "val", train=False)
     options = {**infer_options(cfg), "graph_cut_coarse_first": bool(args.two_pass)}
     if args.old_candidates:
-        from pointmamba.evaluation import graph_cut
+        from pointmamba.inference import graph_cut
 
         graph_cut.CANDIDATE_CELLS, graph_cut.CANDIDATE_NATS = 2, 1.0
     nc = cfg["data"]["num_classes"]

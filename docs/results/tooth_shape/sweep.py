@@ -32,13 +32,13 @@ def main() -> None:
     import numpy as np
     from tqdm import tqdm
 
-    from pointmamba.atomic_file import atomic_write, write_csv
+    from pointmamba.utils.atomic_file import atomic_write, write_csv
     from pointmamba.config import load_config
     from pointmamba.data import fdi_to_class, load_scan
     from pointmamba.data.dataset import preprocess_scan
     from pointmamba.data.mesh import apply_transform
-    from pointmamba.device import resolve_device
-    from pointmamba.evaluation.inference import infer_options, load_trained, refine, vertex_probabilities
+    from pointmamba.utils.device import resolve_device
+    from pointmamba.inference.pipeline import infer_options, load_trained, refine, vertex_probabilities
     from pointmamba.evaluation.metrics import ConfusionMatrix
     from pointmamba.evaluation.scan_summary import reference_groups, summarize, summary_table
     from pointmamba.training.data_builders import build_dataset

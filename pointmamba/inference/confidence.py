@@ -40,7 +40,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from ..data.fdi import LOWER_FDI, UPPER_FDI, check_jaw, class_to_fdi, fdi_to_class
-from .tooth_decoding import TOOTH_WIDTH_MM
+from ..data.arch import TEXTBOOK_WIDTH_MM, index_classes, side_position, skipped_between
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,7 @@ class ReviewRules:
     room: float = 1.6  # neighbours' centroids further apart than this times their typical half-widths' sum
     touch: float = 1.25  # a number skipped between neighbours closer than this times that sum
     few_teeth: int = 6  # fewer teeth than this: a person checks (no val arch has under 11)
-    # evaluation/review_checks.py; chosen before any val figure (docs/results/review_flag/README.md).
+    # inference/review_checks.py; chosen before any val figure (docs/results/review_flag/README.md).
     # split: two touching neighbours each narrower than split_half x their number's typical width, together
     # at most split_sum x the wider one's (reference teeth: 1st percentile of width / typical 0.80)
     split_half: float = 0.7
@@ -143,19 +143,6 @@ class ScanConfidence:
         return out
 
 
-def _arch_index(fdi: int) -> int:
-    """Position along the arch, patient's right to left: quadrants 1/4 -8..-1, quadrants 2/3 1..8."""
-    quadrant, position = divmod(int(fdi), 10)
-    return -position if quadrant in (1, 4) else position
-
-
-def _skipped_between(a: int, b: int) -> list[int]:
-    """The FDI numbers between neighbours ``a`` and ``b`` along the arch (``a`` before ``b``, one jaw)."""
-    right, left = (1, 2) if a < 30 else (4, 3)  # quadrants on the patient's right and left
-    ia, ib = _arch_index(a), _arch_index(b)
-    return [(right if i < 0 else left) * 10 + abs(i) for i in range(ia + 1, ib) if i != 0]
-
-
 def _widths(aligned: np.ndarray, members: list[np.ndarray]) -> list[float]:
     """Each tooth's extent along the arch (2nd-98th percentile of its vertices projected on the arch's
     tangent at its centroid) in the canonical frame (crowns +z, incisors +y), mm."""
@@ -223,7 +210,7 @@ def scan_confidence(probs: np.ndarray, classes: np.ndarray, instances: np.ndarra
         for tooth, width in zip(teeth, _widths(np.asarray(aligned, dtype=np.float64),
                                                [by_inst[t.instance] for t in teeth])):
             tooth.width_mm = width
-    teeth.sort(key=lambda t: _arch_index(t.fdi))
+    teeth.sort(key=lambda t: side_position(t.fdi))
     if dentition is None and numbering is not None:
         dentition = getattr(numbering, "dentition", None)
     explained: set[int] = set()
@@ -246,9 +233,8 @@ def scan_confidence(probs: np.ndarray, classes: np.ndarray, instances: np.ndarra
         findings += failure_findings(teeth, jaw, aligned, instances, probs, rules)
     findings += parts_finding(len(probs), faces, rules)
     if getattr(numbering, "mended", None):
-        from .tooth_numbering import arch_classes
 
-        arch = arch_classes(num_classes, jaw)
+        arch = index_classes(num_classes, jaw)
         for first, last in numbering.mended:
             pair = class_to_fdi(arch[[first, last]], jaw, num_classes)
             findings.append(("mended", f"two pieces numbered {pair[0]} and {pair[1]} merged into one tooth: "
@@ -277,7 +263,7 @@ def review_findings(teeth: list[ToothConfidence], jaw: str, aligned: np.ndarray 
     reasons += [("twice", f"tooth {f} twice") for f in sorted({f for f in numbers if numbers.count(f) > 1})]
     if aligned is None:
         return reasons
-    typical = TOOTH_WIDTH_MM[jaw]
+    typical = TEXTBOOK_WIDTH_MM[jaw]
     for t in teeth:
         w, expect = t.width_mm, typical[t.fdi % 10 - 1]
         if w is not None and w > rules.wide * expect and w - expect > rules.wide_mm:
@@ -294,7 +280,7 @@ def review_findings(teeth: list[ToothConfidence], jaw: str, aligned: np.ndarray 
             continue
         gap = float(np.linalg.norm(centroid[a.instance] - centroid[b.instance]))
         adjacent = (typical[a.fdi % 10 - 1] + typical[b.fdi % 10 - 1]) / 2
-        skipped = _skipped_between(a.fdi, b.fdi)
+        skipped = skipped_between(a.fdi, b.fdi)
         if not skipped and gap > rules.room * adjacent:
             reasons.append(("room", f"room for a tooth between {a.fdi} and {b.fdi} ({gap:.1f} mm apart, "
                                     f"typical {adjacent:.1f})"))

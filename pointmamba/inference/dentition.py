@@ -29,6 +29,8 @@ from typing import Callable
 
 import numpy as np
 
+from .config import DENTITIONS, check_dentition
+
 DENTITIONS = ("auto", "permanent", "mixed")
 READINGS = ("permanent", "mixed")
 _FIRST_PREMOLAR_SIZED = {"permanent": 5, "mixed": 4}  # the lone premolar-sized tooth's number
@@ -95,9 +97,9 @@ def read_dentition(numbering, labels: np.ndarray, renumber: Callable[[dict[int, 
     unconstrained ``numbering`` and its per-vertex class ``labels``; ``renumber(forced)`` numbers the
     arch with ``forced`` {instance index: arch index}, ``to_labels`` turns a numbering into labels.
     The returned numbering carries the :class:`DentitionReading` as ``numbering.dentition``."""
-    from ..data.closed_extractions import lone_premolar_sides
+    from ..data.lone_premolar import lone_premolar_sides
     from ..data.fdi import class_to_fdi, fdi_to_class
-    from .tooth_numbering import arch_classes
+    from ..data.arch import index_classes
 
     check_dentition(dentition)
     reading = DentitionReading(dentition)
@@ -106,7 +108,7 @@ def read_dentition(numbering, labels: np.ndarray, renumber: Callable[[dict[int, 
     sides = lone_premolar_sides(aligned, fdi, jaw)
     if not sides:
         return numbering, labels
-    classes = arch_classes(num_classes, jaw)
+    classes = index_classes(num_classes, jaw)
     arch_index = {int(c): a for a, c in enumerate(classes)}
     single = {opt[0]: i for i, opt in enumerate(numbering.options) if opt is not None and opt[0] == opt[1]}
     present = {int(t) for t in np.unique(fdi) if t > 0}
@@ -169,7 +171,7 @@ def reference_dentition(aligned: np.ndarray, labels: np.ndarray, jaw: str) -> st
     a side of the pattern whose first molar-sized tooth is numbered 6 reads permanent, 5 mixed; the
     majority of the sides where they differ (a tie: mixed, the commoner in 3D-IOSSeg: 18 sides to 13);
     None without the pattern. ``aligned`` (V, 3) the vertices in the canonical frame, ``labels`` FDI."""
-    from ..data.closed_extractions import lone_premolar_sides
+    from ..data.lone_premolar import lone_premolar_sides
 
     sides = list(lone_premolar_sides(aligned, labels, jaw).values())
     if not sides:

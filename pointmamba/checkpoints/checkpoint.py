@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..atomic_file import atomic_writer
+from ..utils.atomic_file import atomic_writer
 from ..config import flatten
 
 
@@ -93,7 +93,7 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
         raise CheckpointError(f"{path}: not a pointmamba checkpoint (no 'model' entry)")
     check_weights(state["model"], path)
     state["model"] = upgrade_weights(state)
-    members = state.get("average_with")  # more networks averaged at inference (evaluation/averaged_networks.py)
+    members = state.get("average_with")  # more networks averaged at inference (inference/averaged_networks.py)
     if members is not None:
         if not isinstance(members, list) or not all(isinstance(m, dict) and "model" in m for m in members):
             raise CheckpointError(f"{path}: 'average_with' must be a list of networks, each with a 'model' entry")
@@ -146,7 +146,7 @@ def _without_unknown_infer_keys(user: dict[str, Any], path: str | Path) -> dict[
     Inference options are choices made at prediction time, not facts of the training: a checkpoint written
     by another version (one with an option since removed, or not yet added) must still load. Every other
     section stays strict."""
-    from ..config import INFER_DEFAULTS
+    from ..inference.config import INFER_DEFAULTS
 
     infer = user.get("infer")
     if not isinstance(infer, dict):

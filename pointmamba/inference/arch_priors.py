@@ -15,6 +15,8 @@ from typing import Any, Iterable
 
 import numpy as np
 
+from ..data.arch import gap_mm, index_of_fdi, measure_instances, per_index, position_of_index
+
 # measured by tools/fit_arch_priors.py (see module doc); widths and gaps in mm
 FITTED: dict[str, dict[str, Any]] = {
     "upper": {"width_mean": [7.92, 6.5, 7.09, 6.63, 6.29, 9.47, 8.68, 6.69],
@@ -49,7 +51,7 @@ FRAGMENT_COST = 0.5
 
 @dataclass
 class ArchPriors:
-    """Per arch index 0..15 (see :func:`~.tooth_numbering.arch_position`): width mean and sd, the cost
+    """Per arch index 0..15 (see :mod:`pointmamba.data.arch`): width mean and sd, the cost
     (nats) of a position being missing or present; the spacing model; the pair prior."""
 
     width_mean: np.ndarray
@@ -96,17 +98,11 @@ def robust_cost(x: float | np.ndarray, mu: float | np.ndarray, sd: float, nu: fl
     return 0.5 * (nu + 1) * np.log1p(z2 / nu) - norm
 
 
-def _by_arch_index(per_position: Iterable[float]) -> np.ndarray:
-    """Positions 1..8 -> arch indices 0..15 (8..1 on the -x side, then 1..8)."""
-    v = np.asarray(list(per_position), dtype=np.float64)
-    return np.concatenate([v[::-1], v])
-
-
 def priors_from(table: dict[str, Any], jaw: str) -> ArchPriors:
     """:class:`ArchPriors` of ``jaw`` from a table shaped like :data:`FITTED`."""
     t, g = table[jaw], table["gap"]
-    q = np.clip(_by_arch_index(t["missing_rate"]), MIN_MISSING_RATE, 0.99)
-    return ArchPriors(_by_arch_index(t["width_mean"]), _by_arch_index(t["width_sd"]), -np.log(q), -np.log1p(-q),
+    q = np.clip(per_index(t["missing_rate"]), MIN_MISSING_RATE, 0.99)
+    return ArchPriors(per_index(t["width_mean"]), per_index(t["width_sd"]), -np.log(q), -np.log1p(-q),
                       float(g["touching_mean"]), max(float(g["touching_sd"]), MIN_GAP_SD),
                       float(g["closed_fraction"]), float(g["open_ratio"]), max(float(g["open_sd"]), MIN_GAP_SD))
 
@@ -122,8 +118,6 @@ def fit_priors(arches: Iterable[tuple[np.ndarray, np.ndarray, str]]) -> dict[str
     Widths: median and MAD-based sd per position (sd floored at 0.8 mm: predicted teeth are measured less exactly than true ones); missing rate per position; spacing of
     neighbouring teeth (mean, sd); across missing positions, the share of closed spaces (gap below half
     the missing width) and, of the open ones, gap / missing width and the spread around it."""
-    from .tooth_numbering import gap_mm, measure_instances
-
     widths: dict[str, list[list[float]]] = {j: [[] for _ in range(8)] for j in ("upper", "lower")}
     present: dict[str, np.ndarray] = {j: np.zeros(8) for j in ("upper", "lower")}
     count = {"upper": 0, "lower": 0}
@@ -132,14 +126,13 @@ def fit_priors(arches: Iterable[tuple[np.ndarray, np.ndarray, str]]) -> dict[str
         teeth = [int(t) for t in np.unique(labels) if t > 0]
         if not teeth:
             continue
-        # arch index: quadrants 1/3 lie on -x (positions 8..1 = indices 0..7), 2/4 on +x (indices 8..15)
-        index = {t: (8 - t % 10) if t // 10 in (1, 3) else (7 + t % 10) for t in teeth}
+        index = {t: index_of_fdi(t) for t in teeth}
         teeth.sort(key=lambda t: index[t])
         instances, _ = measure_instances(aligned, [np.flatnonzero(labels == t) for t in teeth])
         by_index = {index[teeth[inst.key]]: inst for inst in instances}
         count[jaw] += 1
         for a, inst in by_index.items():
-            pos = (8 - a) if a < 8 else (a - 7)
+            pos = position_of_index(a)
             widths[jaw][pos - 1].append(inst.width)
             present[jaw][pos - 1] += 0.5
         ordered = sorted(by_index)
@@ -162,7 +155,7 @@ def fit_priors(arches: Iterable[tuple[np.ndarray, np.ndarray, str]]) -> dict[str
     t_mean, t_sd = float(np.median(t)), float(1.4826 * np.median(np.abs(t - np.median(t))))
     closed, ratios = 0, []
     for g, jaw, skipped in across:
-        positions = [(8 - a) if a < 8 else (a - 7) for a in skipped]
+        positions = [position_of_index(a) for a in skipped]
         missing_width = sum(table[jaw]["width_mean"][p - 1] for p in positions)
         if g - t_mean < 0.5 * missing_width:
             closed += 1

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pointmamba.data.closed_extractions import lone_premolar_sides
+from pointmamba.data.lone_premolar import lone_premolar_sides
 from pointmamba.data.synthetic import synthetic_jaw
 
 

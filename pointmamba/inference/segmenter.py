@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .evaluation.confidence import ReviewRules
+from .confidence import ReviewRules
 from .segmentation import Segmentation
 
 # One per process, not per Segmenter: numba's workqueue pool is process-wide and not re-entrant (two
@@ -32,12 +32,12 @@ class Segmenter:
     """A trained model, loaded once, that segments whole scans at full resolution.
 
     ``checkpoint``: a checkpoint written by ``tools/train.py`` (default: the shipped model, see
-    ``pointmamba/pretrained/MODEL_CARD.md``); ``device``: ``auto`` | ``cpu`` | ``cuda[:N]`` or a
+    ``pointmamba/checkpoints/MODEL_CARD.md``); ``device``: ``auto`` | ``cpu`` | ``cuda[:N]`` or a
     ``torch.device``; ``infer``:
     inference switches over the defaults (``pointmamba.config.INFER_DEFAULTS``), e.g.
     ``{"graph_cut": False}``; ``rules``: when a scan is flagged for review; ``dentition``: ``auto`` |
     ``permanent`` | ``mixed``, how a side of canine, one premolar-sized tooth, then molars is numbered
-    (``pointmamba/evaluation/dentition.py``; None: ``infer``'s, default ``auto``), also given per call.
+    (``pointmamba/inference/dentition.py``; None: ``infer``'s, default ``auto``), also given per call.
 
     Thread-safe: several threads may call one ``Segmenter`` (or several) at once. Loading and checking
     scans runs in parallel; the model's inference runs one scan at a time per process, under a lock
@@ -48,16 +48,16 @@ class Segmenter:
     def __init__(self, checkpoint: str | PathLike | None = None, device: Any = "auto",
                  infer: dict[str, Any] | None = None, rules: ReviewRules = ReviewRules(),
                  dentition: str | None = None) -> None:
-        from .config import resolve_infer
-        from .device import resolve_device
-        from .evaluation.inference import load_trained
-        from .pretrained import resolve_checkpoint
+        from ..config import resolve_infer
+        from ..utils.device import resolve_device
+        from .pipeline import load_trained
+        from ..checkpoints.shipped import resolve_checkpoint
 
         import torch
 
         infer = resolve_infer(infer)  # typos and out-of-range values fail before the model loads
         if dentition is not None:
-            from .evaluation.dentition import check_dentition
+            from .config import check_dentition
 
             infer["dentition"] = check_dentition(dentition, "Segmenter")
         self.device = device if isinstance(device, torch.device) else resolve_device(device, "device")
@@ -88,7 +88,7 @@ class Segmenter:
         size; a rescale is warned about), ``mm``, ``cm`` or ``m``; ``name`` for messages and output names;
         ``dentition`` this scan's (default: the Segmenter's). Bad input raises ValueError naming the file (or ``name``) and what is wrong.
         """
-        from .data.units import check_fits, grid_reach_mm, infer_units
+        from ..data.units import check_fits, grid_reach_mm, infer_units
 
         source = self.load(scan, jaw, name)
         decision = infer_units(source.vertices, units, source.path or source.name)
@@ -99,11 +99,11 @@ class Segmenter:
 
     def load(self, scan: Any, jaw: str | None = None, name: str | None = None) -> Any:  # -> Scan
         """The checked :class:`~pointmamba.data.Scan` that ``__call__`` segments (see there)."""
-        from .data.integrity import check_jaw_size
-        from .data.mesh import check_mesh, mesh_arrays
-        from .data.preflight import load_predict_scan
-        from .data.scan import Scan, jaw_from_name, patient_from_name
-        from .data.fdi import check_jaw
+        from ..data.integrity import check_jaw_size
+        from ..data.mesh import check_mesh, mesh_arrays
+        from ..data.preflight import load_predict_scan
+        from ..data.scan import Scan, jaw_from_name, patient_from_name
+        from ..data.fdi import check_jaw
 
         check_jaw(jaw, allow_none=True)
         if isinstance(scan, (str, PathLike)):
@@ -135,16 +135,16 @@ class Segmenter:
         units were decided (:class:`~pointmamba.data.units.UnitsDecision`): the path tools take after
         checking every input up front. ``progress`` is told each step as it starts; ``dentition`` this
         scan's (None: the Segmenter's)."""
-        from .data.teeth3ds import instances_from_labels
-        from .data.units import rescaled
-        from .evaluation.confidence import scan_confidence
-        from .evaluation.inference import segment_scan
+        from ..data.teeth3ds import instances_from_labels
+        from ..data.units import rescaled
+        from .confidence import scan_confidence
+        from .pipeline import segment_scan
 
         t0 = time.perf_counter()
         in_mm = rescaled(scan, units.factor)
         config = self.config
         if dentition is not None:  # this scan's: a copy, so other threads' scans keep the Segmenter's
-            from .evaluation.dentition import check_dentition
+            from .config import check_dentition
 
             config = {**config, "infer": {**config["infer"], "dentition": check_dentition(dentition, scan.path or scan.name)}}
         with INFERENCE_LOCK:

@@ -20,7 +20,7 @@ pieces of one label after the graph cut), then numbered together:
 
 The priors (widths, spacing, missing rates) were measured on the ground truth of the training scans,
 with the same measuring functions as inference uses (``tools/fit_arch_priors.py``, see
-:mod:`pointmamba.evaluation.arch_priors`).
+:mod:`pointmamba.inference.arch_priors`).
 """
 from __future__ import annotations
 
@@ -29,111 +29,10 @@ from typing import Any
 
 import numpy as np
 
+from ..data.arch import NUM_ARCH_INDICES, ArchFrame, Instance, gap_mm, index_classes, measure_instances
 from .arch_priors import LOG_EPS, ArchPriors, default_priors
-from .tooth_decoding import side_blocks
-
-NUM_POSITIONS = 16  # arch indices 0..15: -x side third molar .. -x central incisor, +x central .. +x third molar
-
-
-def arch_position(a: np.ndarray | int) -> np.ndarray | int:
-    """Tooth position 1..8 (central incisor .. third molar) of arch index ``a`` (0..15)."""
-    a = np.asarray(a)
-    out = np.where(a < 8, 8 - a, a - 7)
-    return int(out) if out.ndim == 0 else out
-
-
-def arch_classes(num_classes: int, jaw: str | None) -> np.ndarray:
-    """The class id of each arch index 0..15 (-x distal .. -x central, +x central .. +x distal)."""
-    left, right = side_blocks(num_classes, jaw)
-    return np.concatenate([left[::-1], right])
-
-
-@dataclass
-class ArchFrame:
-    """Angles around a point inside the arch: 0 at the incisors (+y), negative towards -x (degrees)."""
-
-    centre: np.ndarray
-
-    @classmethod
-    def from_teeth(cls, xy: np.ndarray) -> "ArchFrame":
-        """The point inside the arch from tooth vertices (x, y) in the canonical frame."""
-        y_lo, y_hi = np.percentile(xy[:, 1], [2, 98])
-        return cls(np.array([np.median(xy[:, 0]), y_lo + 0.3 * (y_hi - y_lo)]))
-
-    def polar(self, xy: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(angle in degrees, radius in mm) of points (x, y)."""
-        rel = np.asarray(xy, dtype=np.float64) - self.centre
-        return np.degrees(np.arctan2(rel[:, 0], rel[:, 1])), np.linalg.norm(rel, axis=1)
-
-
-@dataclass
-class Instance:
-    """One tooth candidate: its vertices and where it sits along the arch."""
-
-    vertices: np.ndarray  # vertex ids
-    points: np.ndarray  # (k, 3) their coordinates in the canonical frame
-    middle: float  # median angle around the arch frame's centre (deg): the order along the arch
-    key: int = 0  # its index in the list it was measured from
-    tangent: np.ndarray = field(default_factory=lambda: np.array([1.0, 0.0]))  # arch direction here (xy)
-    width: float = 0.0  # mesio-distal width in mm: extent along the tangent (5th to 95th percentile)
-
-    def along(self) -> np.ndarray:
-        """Each point's coordinate along the arch direction (mm)."""
-        return self.points[:, :2] @ self.tangent
-
-    def tree(self) -> "cKDTree":  # noqa: F821 - scipy is imported lazily
-        """A KD-tree of its points (built once)."""
-        if getattr(self, "_tree", None) is None:
-            from scipy.spatial import cKDTree
-
-            self._tree = cKDTree(self.points)
-        return self._tree
-
-
-def measure_instances(aligned: np.ndarray, members: list[np.ndarray], frame: ArchFrame | None = None
-                      ) -> tuple[list[Instance], ArchFrame]:
-    """Instances from lists of vertex ids, sorted along the arch (-x distal first; ``key`` is the index in
-    ``members``), and the arch frame. The arch direction at an instance runs from its predecessor's
-    centre to its successor's (its own and one neighbour's at the ends), so a molar at the back of the
-    arch is measured along the arch, not across it."""
-    if frame is None:
-        teeth = np.concatenate(members) if members else np.zeros(0, dtype=np.int64)
-        frame = ArchFrame.from_teeth(aligned[teeth, :2] if len(teeth) else np.zeros((1, 2)))
-    out = []
-    for k, ids in enumerate(members):
-        ids = np.asarray(ids)
-        theta, _ = frame.polar(aligned[ids, :2])
-        out.append(Instance(ids, np.asarray(aligned[ids], dtype=np.float64), float(np.median(theta)), k))
-    out.sort(key=lambda inst: inst.middle)
-    centres = np.array([inst.points[:, :2].mean(0) for inst in out]).reshape(len(out), 2)
-    for i, inst in enumerate(out):
-        a, b = centres[max(i - 1, 0)], centres[min(i + 1, len(out) - 1)]
-        if len(out) == 1:  # alone: the arch runs perpendicular to the radius
-            rel = centres[0] - frame.centre
-            a, b = np.zeros(2), np.array([rel[1], -rel[0]])
-        d = b - a
-        inst.tangent = d / max(np.linalg.norm(d), 1e-9)
-        lo, hi = np.percentile(inst.along(), [5, 95])
-        inst.width = float(hi - lo)
-    return out, frame
-
 
 FORCED_COST = 1e6  # nats added to every option a forced instance may not take (finite: inf - inf is NaN in the sums)
-GAP_QUERY_POINTS = 2000  # points per tooth queried for the spacing: enough for 0.1 mm on a full scan
-
-
-def gap_mm(a: Instance, b: Instance) -> float:
-    """The space between two teeth: the smallest distance between their vertices (mm; about 0 where they
-    touch). The larger tooth's KD-tree is kept on it; the smaller is queried at up to
-    ``GAP_QUERY_POINTS`` of its vertices."""
-    small, large = (a, b) if len(a.points) <= len(b.points) else (b, a)
-    step = max(1, len(small.points) // GAP_QUERY_POINTS)
-    queries = small.points[::step]
-    # the query nearest the other tooth's centre bounds the answer: the search then skips every branch
-    # farther than it (far teeth took 10 ms a pair without the bound); the minimum found is the same
-    probe = queries[np.argmin(((queries - large.points.mean(0)) ** 2).sum(1))]
-    bound = float(large.tree().query(probe, k=1)[0])
-    return float(large.tree().query(queries, k=1, distance_upper_bound=bound * (1 + 1e-9) + 1e-9)[0].min())
 
 
 @dataclass
@@ -158,8 +57,8 @@ class Numbering:
 
 def _options() -> tuple[np.ndarray, np.ndarray]:
     """Every (first, last) arch-index option: single teeth, then pairs of neighbours."""
-    first = np.concatenate([np.arange(NUM_POSITIONS), np.arange(NUM_POSITIONS - 1)])
-    last = np.concatenate([np.arange(NUM_POSITIONS), np.arange(1, NUM_POSITIONS)])
+    first = np.concatenate([np.arange(NUM_ARCH_INDICES), np.arange(NUM_ARCH_INDICES - 1)])
+    last = np.concatenate([np.arange(NUM_ARCH_INDICES), np.arange(1, NUM_ARCH_INDICES)])
     return first, last
 
 
@@ -208,14 +107,14 @@ def number_instances(instances: list[Instance], evidence: np.ndarray, gum_eviden
             unary[i, ~keep_only] += FORCED_COST
             gum[i] += FORCED_COST
     start = miss_cum[first]  # positions before the first tooth are missing
-    end = miss_cum[NUM_POSITIONS] - miss_cum[last + 1]
+    end = miss_cum[NUM_ARCH_INDICES] - miss_cum[last + 1]
     gum_cum = np.concatenate([[0.0], np.cumsum(gum)])  # gingiva cost of instances [a, b)
     # transition o' (instance j) -> o (instance i): positions strictly between are missing, plus spacing
     skip_lo = last[:, None] + 1  # (o', o)
     skip_hi = first[None, :]
     allowed = skip_hi >= skip_lo
-    skipped_cost = np.where(allowed, miss_cum[np.clip(skip_hi, 0, NUM_POSITIONS)] - miss_cum[np.clip(skip_lo, 0, NUM_POSITIONS)], np.inf)
-    skipped_width = np.where(allowed, width_cum[np.clip(skip_hi, 0, NUM_POSITIONS)] - width_cum[np.clip(skip_lo, 0, NUM_POSITIONS)], 0.0)
+    skipped_cost = np.where(allowed, miss_cum[np.clip(skip_hi, 0, NUM_ARCH_INDICES)] - miss_cum[np.clip(skip_lo, 0, NUM_ARCH_INDICES)], np.inf)
+    skipped_width = np.where(allowed, width_cum[np.clip(skip_hi, 0, NUM_ARCH_INDICES)] - width_cum[np.clip(skip_lo, 0, NUM_ARCH_INDICES)], 0.0)
     touching = allowed & (skip_hi == skip_lo)
 
     def trans(j: int, i: int) -> np.ndarray:
@@ -246,7 +145,7 @@ def number_instances(instances: list[Instance], evidence: np.ndarray, gum_eviden
         D[i] = best + unary[i]
         A[i] = _logsumexp(np.stack(terms), axis=0) - unary[i] / temperature
         back[i] = list(zip(arg_j.tolist(), arg_o.tolist()))
-    all_gum = gum_cum[n] + miss_cum[NUM_POSITIONS]
+    all_gum = gum_cum[n] + miss_cum[NUM_ARCH_INDICES]
     finals = D + end[None, :] + (gum_cum[n] - gum_cum[1:n + 1])[:, None] if n else np.zeros((0, n_opt))
     options: list[tuple[int, int] | None] = [None] * n
     cost = all_gum
@@ -267,7 +166,7 @@ def number_instances(instances: list[Instance], evidence: np.ndarray, gum_eviden
     last_terms = (A - (end[None, :] + (gum_cum[n] - gum_cum[1:n + 1])[:, None]) / temperature).ravel()
     log_z = _logsumexp(np.concatenate([[-all_gum / temperature], last_terms]))
     marg = np.exp(A + B - log_z) if n else np.zeros((0, n_opt))
-    posterior = np.zeros((n, NUM_POSITIONS + 1))  # column 0 gingiva, 1 + a arch index a
+    posterior = np.zeros((n, NUM_ARCH_INDICES + 1))  # column 0 gingiva, 1 + a arch index a
     first_posterior, last_posterior = posterior.copy(), posterior.copy()
     for o in range(n_opt):
         for a in range(first[o], last[o] + 1):
@@ -357,7 +256,7 @@ def number_teeth(labels: np.ndarray, probs: np.ndarray, aligned: np.ndarray, fac
     labels = np.asarray(labels).copy()
     if pieces is None:
         pieces = cut_pieces(labels, aligned, faces, min_vertices)
-    classes = arch_classes(num_classes, jaw)
+    classes = index_classes(num_classes, jaw)
     w = np.ones(len(labels)) if areas is None else np.asarray(areas, dtype=np.float64)
 
     def measured(pieces: list[np.ndarray]) -> tuple[list[Instance], np.ndarray]:
@@ -427,7 +326,7 @@ def numbered_instances(numbering: Numbering, labels: np.ndarray, num_classes: in
     """Per-vertex tooth instances (0 gingiva, 1..k in arch order; an instance split into two teeth
     gives two) and each one's posterior over the ``num_classes`` classes, from :func:`number_teeth`'s
     result and final ``labels``."""
-    classes = arch_classes(num_classes, jaw)
+    classes = index_classes(num_classes, jaw)
     instances = np.zeros(len(labels), dtype=np.int64)
     probs: dict[int, np.ndarray] = {}
 

@@ -20,7 +20,7 @@ def split_pairs(numbering, priors: ArchPriors) -> list[tuple[int, int]]:
     their nearest vertices within ``split_gap_mm``. No instance is in two pairs."""
     from .confidence import ReviewRules
     from .review_checks import looks_split
-    from .tooth_numbering import gap_mm
+    from ..data.arch import gap_mm
 
     rules = ReviewRules()
     out: list[tuple[int, int]] = []

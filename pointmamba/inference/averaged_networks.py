@@ -36,7 +36,7 @@ class AveragedNetworks(nn.Module):
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         raise TypeError("AveragedNetworks has no single forward pass (its networks take different inputs): "
-                        "predict with pointmamba.evaluation.inference.vertex_probabilities or segment_scan, "
+                        "predict with pointmamba.inference.pipeline.vertex_probabilities or segment_scan, "
                         "or call first_network(model)")
 
 
@@ -57,7 +57,7 @@ def check_averageable(first: dict[str, Any], others: Sequence[dict[str, Any]], p
 def check_one_network(state: dict[str, Any], path: Any) -> None:
     """Raise CheckpointError if checkpoint ``state`` already holds averaged networks: an average is made of
     training checkpoints, each named once (a pair inside a pair would lose its second network)."""
-    from ..training.checkpoint import CheckpointError
+    from ..checkpoints.checkpoint import CheckpointError
 
     if state.get("average_with"):
         raise CheckpointError(f"{path}: already holds {len(state['average_with']) + 1} averaged networks; "
@@ -72,7 +72,7 @@ def first_network(model: nn.Module) -> nn.Module:
 def inference_members(model: nn.Module, cfg: dict[str, Any]) -> list[tuple[nn.Module, dict[str, Any]]]:
     """The networks whose probabilities inference averages, each with its config: every network of an
     average while ``infer.average_networks`` is on (default), else ``model`` (or its first network) alone."""
-    from .inference import infer_options
+    from .config import infer_options
 
     if isinstance(model, AveragedNetworks) and infer_options(cfg)["average_networks"]:
         return model.members(cfg)

@@ -10,10 +10,11 @@ import torch
 from torch import nn
 
 from ..config import ConfigError, input_features
-from ..device import autocast
-from ..structure import PointBatch
-from ..timing import step as timed
-from ..training.checkpoint import check_model_config, checkpoint_config, load_checkpoint, load_model_weights
+from .config import infer_options
+from ..utils.device import autocast
+from ..point.batch import PointBatch
+from ..utils.timing import step as timed
+from ..checkpoints.checkpoint import check_model_config, checkpoint_config, load_checkpoint, load_model_weights
 
 
 @dataclass
@@ -74,13 +75,6 @@ def _build_network(state: dict[str, Any], config: dict[str, Any], path: str | Pa
         raise ConfigError(f"{path}: config does not build a model: {exc}") from None
     load_model_weights(model, state["model"], path)
     return model
-
-
-def infer_options(cfg: dict[str, Any]) -> dict[str, Any]:
-    """The ``infer`` section of ``cfg`` over its defaults (checkpoints older than it have none)."""
-    from ..config import INFER_DEFAULTS
-
-    return {**INFER_DEFAULTS, **(cfg.get("infer") or {})}
 
 
 def _jaw_classes(num_classes: int, jaw: str | None) -> np.ndarray | None:

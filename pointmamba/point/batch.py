@@ -12,7 +12,7 @@ from typing import Sequence
 import torch
 from torch import Tensor
 
-from .segment import batch2offset, offset2batch, offset2lengths, segment_reduce
+from .reductions import batch2offset, offset2batch, offset2lengths, segment_reduce
 from .serialization import ORDERS, adaptive_depth, encode
 
 DEFAULT_ORDERS = ORDERS  # serialize along every curve unless told otherwise

@@ -10,8 +10,8 @@ numbering is of its numbers.
   tooth's width of surface the network calls tooth;
 * ``parts``: a mesh of several large separate parts (two jaws in one file).
 
-Widths and spaces are measured as the numbering measures them (:func:`~.tooth_numbering.measure_instances`,
-:func:`~.tooth_numbering.gap_mm`) and compared with the typical widths it uses (:mod:`.arch_priors`).
+Widths and spaces are measured as the numbering measures them (:func:`~pointmamba.data.arch.measure_instances`,
+:func:`~pointmamba.data.arch.gap_mm`) and compared with the typical widths it uses (:mod:`.arch_priors`).
 The thresholds (:class:`~.confidence.ReviewRules`) and how they were chosen: ``docs/results/review_flag/``.
 """
 from __future__ import annotations
@@ -58,8 +58,7 @@ def failure_findings(teeth: list["ToothConfidence"], jaw: str, aligned: np.ndarr
     ``teeth`` (sorted along the arch, numbered) of instances ``instances`` (V,), vertices ``aligned``
     (V, 3, canonical frame, mm); ``probs`` (V, C) the network's probabilities (column 0 gingiva; None:
     a space of a tooth's width between teeth counts as tooth-like, and the arch's ends are not checked)."""
-    from .confidence import _skipped_between
-    from .tooth_numbering import gap_mm, measure_instances
+    from ..data.arch import gap_mm, measure_instances, skipped_between
 
     if len(teeth) < 2:
         return []
@@ -82,7 +81,7 @@ def failure_findings(teeth: list["ToothConfidence"], jaw: str, aligned: np.ndarr
             out.append(("split", f"teeth {a.fdi} and {b.fdi} each about half a tooth wide ({ia.width:.1f} and "
                                  f"{ib.width:.1f} mm, typical {ta:.1f} and {tb:.1f}) and touching: one tooth split in two?"))
             continue
-        skipped = _skipped_between(a.fdi, b.fdi)
+        skipped = skipped_between(a.fdi, b.fdi)
         expect = min(_typical(jaw, f) for f in skipped) if skipped else min(ta, tb)
         if gap < rules.dropped_gap * expect:
             continue

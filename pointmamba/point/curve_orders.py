@@ -1,4 +1,4 @@
-"""The space-filling-curve orders points can be serialized along (``pointmamba.serialization`` encodes them).
+"""The space-filling-curve orders points can be serialized along (``pointmamba.point.serialization`` encodes them).
 
 Kept free of torch so configs (``models/config.py``) can name them without importing it.
 """

@@ -6,7 +6,7 @@ figures) is in ``MODEL_CARD.md`` beside it. A compact file holds float16 weights
 the RelPos warm-up state; nothing but tensors and plain values, so it loads with
 ``torch.load(weights_only=True)``, and ``load_trained`` reads it like any checkpoint. A file may hold more
 networks under ``average_with``, whose probabilities inference averages with the first's
-(``evaluation/averaged_networks.py``).
+(``inference/averaged_networks.py``).
 """
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def export_compact(state: dict[str, Any], out: str | Path, provenance: dict[str,
                    average_with: list[tuple[dict[str, Any], dict[str, Any]]] | None = None) -> Path:
     """Write a checkpoint's weights as float16 with its config and warm-up state (no optimizer, no RNG);
     ``average_with``: more (checkpoint state, provenance) whose networks inference averages with it."""
-    from ..training.checkpoint import save_checkpoint
+    from .checkpoint import save_checkpoint
 
     compact = {"format": FORMAT, **_compact_network(state, provenance)}
     if average_with:  # the first network stays at the top: fine-tuning and older versions read it alone

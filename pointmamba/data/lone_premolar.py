@@ -3,12 +3,14 @@
 3D-IOSSeg numbers this pattern both ways (13 sides by identity: the first molar-sized tooth 6, a premolar's
 space closed; 18 counted: 5, or a child's primary second molar under its successor's number). Widths are
 measured as the numbering measures them: on the 49 MSN/MLEX arches premolars 5.1-8.1 mm, the molars of
-such sides 9.2-10.5 mm. Used by the dentition reading (:mod:`pointmamba.evaluation.dentition`) and the
+such sides 9.2-10.5 mm. Used by the dentition reading (:mod:`pointmamba.inference.dentition`) and the
 per-group summary (:mod:`pointmamba.evaluation.scan_summary`).
 """
 from __future__ import annotations
 
 import numpy as np
+
+from .arch import measure_instances
 
 # mm: a premolar at least this wide along the arch is a molar (see the module doc: 8.1 vs 9.2 mm)
 MOLAR_MM = 9.0
@@ -16,9 +18,7 @@ MOLAR_MM = 9.0
 
 def tooth_widths(aligned: np.ndarray, labels: np.ndarray) -> dict[int, float]:
     """FDI number -> the width along the arch (mm) of each tooth the labels outline, as the numbering
-    measures it (:func:`~pointmamba.evaluation.tooth_numbering.measure_instances`); {} without teeth."""
-    from ..evaluation.tooth_numbering import measure_instances
-
+    measures it (:func:`~pointmamba.data.arch.measure_instances`); {} without teeth."""
     labels = np.asarray(labels)
     teeth = [int(t) for t in np.unique(labels) if t > 0]
     if not teeth:

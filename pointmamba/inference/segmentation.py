@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from .data.units import UnitsDecision
-from .evaluation.confidence import ScanConfidence
+from ..data.units import UnitsDecision
+from .confidence import ScanConfidence
 
 
 @dataclass
@@ -76,7 +76,7 @@ class Segmentation:
             import trimesh
         except ImportError:
             raise ImportError("Segmentation.to_trimesh needs trimesh: pip install trimesh") from None
-        from .data import class_colors
+        from ..data import class_colors
 
         rgb = class_colors(self.num_classes)[self.classes]
         rgba = np.concatenate([rgb, np.full((len(rgb), 1), 255, dtype=np.uint8)], axis=1)
@@ -101,15 +101,15 @@ class Segmentation:
 
     def save_json(self, path: str | PathLike) -> Path:
         """Teeth3DS JSON (labels per vertex in file order), with the confidence as an extra key."""
-        from .data.teeth3ds import save_labels
+        from ..data.teeth3ds import save_labels
 
         return save_labels(self._target(path), self.labels, self.jaw, self.id_patient, self.instances,
                            extra={"confidence": self.confidence.to_json()})
 
     def save_ply(self, path: str | PathLike) -> Path:
         """Binary PLY of the scan (file units) coloured by tooth, with an FDI ``label`` vertex property."""
-        from .data import class_colors, write_ply
-        from .data.scan_files import PLY_MARKER
+        from ..data import class_colors, write_ply
+        from ..data.scan_files import PLY_MARKER
 
         colors = class_colors(self.num_classes)[self.classes]  # the marker: a folder walk skips this file
         return write_ply(self._target(path), self.vertices, self.faces, colors=colors, labels=self.labels,
@@ -118,9 +118,9 @@ class Segmentation:
     def save_png(self, path: str | PathLike, reference: Any = None) -> Path:
         """Picture of the segmented scan, FDI numbers on the teeth; with ``reference`` (FDI labels per
         vertex, a Teeth3DS JSON or its path) the reference beside it and the wrong vertices marked."""
-        from .data import class_colors, fdi_to_class
-        from .evaluation.render import render_segmentation
-        from .printable import printable
+        from ..data import class_colors, fdi_to_class
+        from .render import render_segmentation
+        from ..utils.printable import printable
 
         ref = None if reference is None else self._reference_labels(reference)
         return render_segmentation(self._target(path), self.aligned, self.faces, self.labels,
@@ -131,9 +131,9 @@ class Segmentation:
         """One binary STL per tooth (``<stem>_<FDI>.stl``) and the gingiva (``<stem>_gingiva.stl``), in the
         scan's own coordinates and units; every face of the scan is in exactly one of them (see
         :mod:`pointmamba.data.tooth_meshes` for the cut)."""
-        from .data.tooth_meshes import piece_name, split_by_label
-        from .data import write_stl
-        from .data.scan_files import TOOTH_STL_HEADER
+        from ..data.tooth_meshes import piece_name, split_by_label
+        from ..data import write_stl
+        from ..data.scan_files import TOOTH_STL_HEADER
 
         stem = stem or self.name
         return [write_stl(self._target(Path(folder) / piece_name(stem, label)), v, f, header=TOOTH_STL_HEADER)
@@ -141,7 +141,7 @@ class Segmentation:
 
     # -------------------------------------------------------------------------------- reference
     def _reference_labels(self, reference: Any) -> np.ndarray:
-        from .data.teeth3ds import LabelFile, read_labels
+        from ..data.teeth3ds import LabelFile, read_labels
 
         if isinstance(reference, (str, PathLike)):
             reference = read_labels(reference, len(self.labels))
@@ -154,11 +154,11 @@ class Segmentation:
         """Metrics against reference labels (FDI per vertex, a Teeth3DS JSON or its path): vertex accuracy,
         mIoU, the 3DTeethSeg'22 TSA / TLA / TIR, and the teeth whose number is wrong (``wrong_teeth``:
         predicted number -> the reference's most common label on that tooth)."""
-        from .data import fdi_to_class
-        from .data.teeth3ds import LabelFile
-        from .evaluation.confidence import tooth_truth
-        from .evaluation.metrics import ConfusionMatrix
-        from .evaluation.teeth_metrics import teeth_metrics
+        from ..data import fdi_to_class
+        from ..data.teeth3ds import LabelFile
+        from .confidence import tooth_truth
+        from ..evaluation.metrics import ConfusionMatrix
+        from ..evaluation.teeth_metrics import teeth_metrics
 
         ref = self._reference_labels(reference)
         ref_instances = reference.instances if isinstance(reference, LabelFile) else None

@@ -138,7 +138,7 @@ def render_segmentation(path: str | Path, aligned: np.ndarray, faces: np.ndarray
     prediction and vertices whose predicted FDI differs are marked black."""
     from PIL import Image, ImageDraw
 
-    from ..atomic_file import atomic_writer
+    from ..utils.atomic_file import atomic_writer
     from ..data.mesh import rotate
 
     faces = np.asarray(faces, dtype=np.int64)

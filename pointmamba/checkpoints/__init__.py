@@ -1,0 +1,1 @@
+"""Checkpoint files (read, check, upgrade) and the shipped model."""

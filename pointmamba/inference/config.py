@@ -1,0 +1,56 @@
+"""The options of whole-scan inference (the config's ``infer`` section): their defaults and the dentition
+values, beside the prediction code that reads them, as the model's defaults live beside the models. A leaf:
+the config schema gathers these defaults, so this file imports nothing of the package."""
+from __future__ import annotations
+
+from typing import Any
+
+DENTITIONS = ("auto", "permanent", "mixed")
+
+INFER_DEFAULTS: dict[str, Any] = {
+    # whole-scan inference (tools/test.py, tools/predict.py); each default measured on two splits of the
+    # shared scans (docs/results/recipe_shared_scans/README.md): what helped on both is on
+    "mirror_tta": True,  # also predict the mirrored scan (left/right classes swapped) and average the two
+    # a model file holding several networks (inference/averaged_networks.py): average their probabilities;
+    # false: its first network alone (half the network time with two)
+    "average_networks": True,
+    "tta_angles": [0.0],  # test-time rotations about the occlusal axis (degrees), averaged; [0.0]: none
+    # number whole teeth jointly along the arch (inference/tooth_numbering.py: instances from the graph cut,
+    # an exact DP with gaps allowed, order kept, each number once, width / missing-tooth / spacing priors);
+    # false: the graph cut's labels as they are
+    "instance_numbering": True,
+    # nats per mm of an instance's width beyond 3 mm that calling it gingiva costs (false positives are
+    # small fragments; inference/arch_priors.py): split A per-scan mean +0.016, split B neutral
+    "numbering_fragment_cost": 0.5,
+    # how many prior terms the network's mean probability over a tooth counts for in the instance numbering
+    # (inference/arch_priors.py EVIDENCE_WEIGHT); lower lets the priors overrule a network sure of a wrong number
+    "numbering_evidence_weight": 2.0,
+    "graph_cut": True,  # smooth labels on the mesh by alpha-expansion (inference/graph_cut.py)
+    "graph_cut_smoothing": 3.0,  # weight of the cut cost against -log p (1 / 2 / 3 measured; 3 best on both)
+    # on a mesh finer than the training scans (mean edge < 0.677 mm) the smoothing grows by
+    # (0.677 / mean edge)^k, as much smoothing per mm as on them; k = 2 lifts split B at 4x / 16x density
+    # 0.797 -> 0.826 / 0.763 -> 0.830 (docs/results/scan_density); 0: the same smoothing at every density
+    "graph_cut_density_power": 2.0,
+    # a mesh of 3+ vertices per 0.6 mm cell is cut on the cells first, then vertex by vertex near the
+    # boundaries: 2x faster there, the same labels to 0.05 % (docs/results/scan_density); false: one cut
+    "graph_cut_coarse_first": True,
+    # how a side of canine, one premolar-sized tooth, then molars is numbered (inference/dentition.py):
+    # permanent (premolar 5, first molar 6) | mixed (4, then primary second molar 5, first molar 6) | auto
+    # (the likelier, the scan flagged with both readings). Arches without that side are numbered alike
+    "dentition": "auto",
+    # merge two neighbouring instances that look like one tooth split in two and number the arch again
+    # (inference/mending.py); off: its pre-registered rule failed (docs/results/review_flag/README.md)
+    "mend_split": False,
+}
+
+
+def infer_options(cfg: dict[str, Any]) -> dict[str, Any]:
+    """The ``infer`` section of ``cfg`` over its defaults (checkpoints older than it have none)."""
+    return {**INFER_DEFAULTS, **(cfg.get("infer") or {})}
+
+
+def check_dentition(value: object, where: str = "dentition") -> str:
+    """``value`` if it is one of :data:`DENTITIONS`, else ValueError naming ``where``."""
+    if value not in DENTITIONS:
+        raise ValueError(f"{where}: unknown dentition {value!r}: expected one of {', '.join(DENTITIONS)}")
+    return str(value)

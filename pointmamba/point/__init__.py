@@ -1,0 +1,1 @@
+"""The packed point batch and its curves: the batch, serialization, scan sequences, segment reductions, curve orders."""

@@ -82,6 +82,32 @@ def test_dp_is_exact_and_posteriors_are_the_models(seed: int) -> None:
     np.testing.assert_allclose(result.posterior, expected, atol=1e-9)
     np.testing.assert_allclose(result.first_posterior, first, atol=1e-9)
     np.testing.assert_allclose(result.last_posterior, last, atol=1e-9)
+    # the partition function: log of the sum of exp(-cost / T) over every numbering
+    c = np.array(list(finite.values()))
+    assert result.log_z == pytest.approx(-c.min() / temperature + np.log(np.exp(-(c - c.min()) / temperature).sum()),
+                                         abs=1e-9)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_forced_instance_is_the_cheapest_numbering_that_keeps_it(seed: int) -> None:
+    """``forced``: the optimum and log Z are those of the numberings in which the forced instance takes its
+    number, every other numbering paying FORCED_COST once."""
+    from pointmamba.inference.tooth_numbering import FORCED_COST
+
+    rng = np.random.default_rng(100 + seed)
+    n = 3
+    instances = _random_arch(rng, n)
+    gum = rng.uniform(0.02, 0.6, n)
+    evidence = rng.dirichlet(np.full(16, 0.3), n) * (1 - gum[:, None])
+    priors = default_priors("upper")
+    i, a = int(rng.integers(n)), int(rng.integers(16))
+    result = number_instances(instances, evidence, gum, priors, 1.3, {i: a})
+    costs = {opts: _path_cost(instances, evidence, gum, priors, opts) + (0.0 if opts[i] == (a, a) else FORCED_COST)
+             for opts in itertools.product(OPTIONS, repeat=n)}
+    best = min(costs, key=costs.get)
+    assert result.options[i] == (a, a) and result.cost == pytest.approx(costs[best], abs=1e-6)
+    c = np.array([v for v in costs.values() if np.isfinite(v)])
+    assert result.log_z == pytest.approx(-c.min() / 1.3 + np.log(np.exp(-(c - c.min()) / 1.3).sum()), abs=1e-6)
 
 
 def _arch(name: str):

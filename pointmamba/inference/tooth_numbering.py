@@ -71,6 +71,191 @@ def _logsumexp(x: np.ndarray, axis: int | None = None) -> np.ndarray:
     return np.squeeze(out, axis=axis) if axis is not None else out.reshape(())
 
 
+@dataclass
+class _ArchEnergy:
+    """Every energy (nats) of the numbering model of one arch, in the pieces the recursions add up. A
+    numbering's cost is ``start`` of its first tooth + ``unary`` of each numbered instance +
+    ``transition`` between consecutive numbered instances + ``end`` of its last tooth + the gingiva cost
+    of every instance before, between and after them (``gum_cum`` differences); numbering nothing costs
+    ``all_gum``."""
+
+    first: np.ndarray  # (n_opt,) first arch index of each option (see _options)
+    last: np.ndarray  # (n_opt,) last arch index of each option
+    unary: np.ndarray  # (n, n_opt) instance i numbered with option o (_tooth_costs, forced included)
+    gum_cum: np.ndarray  # (n + 1,) gingiva cost of instances [0, i): instances [a, b) cost gum_cum[b] - gum_cum[a]
+    start: np.ndarray  # (n_opt,) the positions before an arch's first tooth, missing
+    end: np.ndarray  # (n_opt,) the positions after an arch's last tooth, missing
+    all_gum: float  # every instance gingiva and every position missing
+    transition: dict[tuple[int, int], np.ndarray]  # (j, i) -> (o', o): instance j (option o') then i (option o)
+
+    @property
+    def n(self) -> int:
+        return len(self.unary)
+
+    @property
+    def n_opt(self) -> int:
+        return len(self.first)
+
+    def gum_after(self) -> np.ndarray:
+        """(n,) gingiva cost of the instances after each one (all of them gingiva if it is the last tooth)."""
+        return self.gum_cum[self.n] - self.gum_cum[1:self.n + 1]
+
+
+def _tooth_costs(evidence: np.ndarray, widths: np.ndarray, priors: ArchPriors) -> np.ndarray:
+    """(n, n_opt) cost of instance i being option o (one tooth, or two neighbouring teeth): ``-log`` of
+    the network's evidence for the option's arch indices (weighted by ``evidence_weight``), the ``-log``
+    width density (:meth:`ArchPriors.width_cost`), ``-log P(present)`` of each position it fills and,
+    for a pair, ``pair_cost``."""
+    first, last = _options()
+    keep = priors.present_cost  # (16,) -log P(position present)
+    ev = np.asarray(evidence, dtype=np.float64)
+    unary = np.empty((len(widths), len(first)))
+    for o in range(len(first)):
+        f, l_ = first[o], last[o]
+        data = -priors.evidence_weight * np.log(np.maximum(ev[:, f:l_ + 1].sum(1), LOG_EPS))
+        unary[:, o] = (data + priors.width_cost(widths, f, l_) + keep[f:l_ + 1].sum()
+                       + (priors.pair_cost if l_ > f else 0.0))
+    return unary
+
+
+def _force(unary: np.ndarray, gum: np.ndarray, forced: dict[int, int] | None) -> None:
+    """Add :data:`FORCED_COST` (in place) to every option a ``forced`` instance may not take: all but its
+    one arch index, gingiva included."""
+    first, last = _options()
+    for i, a in (forced or {}).items():
+        keep_only = (first == a) & (last == a)
+        unary[i, ~keep_only] += FORCED_COST
+        gum[i] += FORCED_COST
+
+
+def _transition_costs(instances: list[Instance], priors: ArchPriors, gum_cum: np.ndarray
+                      ) -> dict[tuple[int, int], np.ndarray]:
+    """For every pair j < i of instances, the (o', o) cost of instance j taking option o' and instance i
+    option o with every instance between them gingiva: the positions strictly between the two options,
+    missing (``-log P(missing)`` each; inf where o does not come after o'), the ``-log`` density of the
+    spacing between the two teeth (:meth:`ArchPriors.gap_cost`: touching when no position is skipped,
+    else closed or open across the skipped positions' typical width), and the gingiva cost of the
+    instances between."""
+    first, last = _options()
+    miss_cum = np.concatenate([[0.0], np.cumsum(priors.missing_cost)])  # sum over arch indices [a, b) = cum[b] - cum[a]
+    width_cum = np.concatenate([[0.0], np.cumsum(priors.width_mean)])
+    skip_lo = last[:, None] + 1  # (o', o)
+    skip_hi = first[None, :]
+    allowed = skip_hi >= skip_lo
+    skipped_cost = np.where(allowed, miss_cum[np.clip(skip_hi, 0, NUM_ARCH_INDICES)] - miss_cum[np.clip(skip_lo, 0, NUM_ARCH_INDICES)], np.inf)
+    skipped_width = np.where(allowed, width_cum[np.clip(skip_hi, 0, NUM_ARCH_INDICES)] - width_cum[np.clip(skip_lo, 0, NUM_ARCH_INDICES)], 0.0)
+    touching = allowed & (skip_hi == skip_lo)
+    out = {}
+    for i in range(len(instances)):
+        for j in range(i):
+            g = gap_mm(instances[j], instances[i])
+            out[j, i] = skipped_cost + priors.gap_cost(g, touching, skipped_width) + (gum_cum[i] - gum_cum[j + 1])
+    return out
+
+
+def _arch_energy(instances: list[Instance], evidence: np.ndarray, gum_evidence: np.ndarray, priors: ArchPriors,
+                forced: dict[int, int] | None = None) -> _ArchEnergy:
+    """The energies of numbering ``instances`` (see :func:`number_instances` for the arguments): each
+    instance as each tooth option (:func:`_tooth_costs`) or as gingiva (:meth:`ArchPriors.gingiva_cost`),
+    ``forced`` instances held to their number (:func:`_force`), the missing positions before the first
+    and after the last tooth, and the transitions between numbered instances (:func:`_transition_costs`)."""
+    first, last = _options()
+    miss_cum = np.concatenate([[0.0], np.cumsum(priors.missing_cost)])
+    widths = np.array([inst.width for inst in instances])
+    gum = priors.gingiva_cost(gum_evidence, widths)
+    unary = _tooth_costs(evidence, widths, priors)
+    _force(unary, gum, forced)
+    gum_cum = np.concatenate([[0.0], np.cumsum(gum)])
+    return _ArchEnergy(
+        first=first, last=last, unary=unary, gum_cum=gum_cum,
+        start=miss_cum[first], end=miss_cum[NUM_ARCH_INDICES] - miss_cum[last + 1],
+        all_gum=gum_cum[len(instances)] + miss_cum[NUM_ARCH_INDICES],
+        transition=_transition_costs(instances, priors, gum_cum))
+
+
+def _forward(e: _ArchEnergy, temperature: float) -> tuple[np.ndarray, list[list[tuple[int, int]]], np.ndarray]:
+    """The forward sweep, min-sum and sum-product at once. ``D[i, o]``: the cost of the cheapest
+    numbering of instances 0..i in which instance i is the last numbered one, with option o;
+    ``back[i][o]``: the (instance, option) before it there ((-1, -1): none); ``A[i, o]``: log of the sum
+    of exp(-cost / temperature) over all those numberings."""
+    n, n_opt = e.n, e.n_opt
+    D = np.full((n, n_opt), np.inf)
+    A = np.full((n, n_opt), -np.inf)
+    back: list[list[tuple[int, int]]] = [[(-1, -1)] * n_opt for _ in range(n)]
+    for i in range(n):
+        best = e.start + e.gum_cum[i]  # instance i is the first tooth
+        arg_j = np.full(n_opt, -1)
+        arg_o = np.full(n_opt, -1)
+        terms = [-(e.start + e.gum_cum[i]) / temperature]
+        for j in range(i):
+            t = e.transition[j, i]
+            cand = D[j][:, None] + t  # (o', o)
+            k = np.argmin(cand, axis=0)
+            val = cand[k, np.arange(n_opt)]
+            better = val < best
+            best = np.where(better, val, best)
+            arg_j = np.where(better, j, arg_j)
+            arg_o = np.where(better, k, arg_o)
+            terms.append(_logsumexp(A[j][:, None] - t / temperature, axis=0))
+        D[i] = best + e.unary[i]
+        A[i] = _logsumexp(np.stack(terms), axis=0) - e.unary[i] / temperature
+        back[i] = list(zip(arg_j.tolist(), arg_o.tolist()))
+    return D, back, A
+
+
+def _backward(e: _ArchEnergy, temperature: float) -> np.ndarray:
+    """``B[i, o]``: log of the sum of exp(-cost / temperature) over everything after instance i taking
+    option o (the later instances' numbers, or none of them numbered), its own cost left out."""
+    n = e.n
+    B = np.full((n, e.n_opt), -np.inf)
+    for i in reversed(range(n)):
+        terms = [-(e.end + e.gum_cum[n] - e.gum_cum[i + 1]) / temperature]
+        for k in range(i + 1, n):
+            terms.append(_logsumexp(-e.transition[i, k] / temperature + (B[k] - e.unary[k] / temperature)[None, :], axis=1))
+        B[i] = _logsumexp(np.stack(terms), axis=0)
+    return B
+
+
+def _backtrace(e: _ArchEnergy, D: np.ndarray, back: list[list[tuple[int, int]]]
+               ) -> tuple[list[tuple[int, int] | None], float]:
+    """The cheapest numbering and its cost: the best last tooth (``D`` plus what comes after it), followed
+    back through ``back``; all gingiva where that is cheaper."""
+    n = e.n
+    finals = D + e.end[None, :] + e.gum_after()[:, None] if n else np.zeros((0, e.n_opt))
+    options: list[tuple[int, int] | None] = [None] * n
+    cost = e.all_gum
+    if n and finals.min() < e.all_gum:
+        i, o = np.unravel_index(int(np.argmin(finals)), finals.shape)
+        cost = float(finals[i, o])
+        while i >= 0:
+            options[i] = (int(e.first[o]), int(e.last[o]))
+            i, o = back[i][o]
+    return options, cost
+
+
+def _log_partition(e: _ArchEnergy, A: np.ndarray, temperature: float) -> float:
+    """log Z: the all-gingiva numbering, plus every numbering by its last tooth (``A`` and what follows)."""
+    last_terms = (A - (e.end[None, :] + e.gum_after()[:, None]) / temperature).ravel()
+    return _logsumexp(np.concatenate([[-e.all_gum / temperature], last_terms]))
+
+
+def _posteriors(e: _ArchEnergy, marg: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each instance's probability of each class (column 0 gingiva, 1 + a arch index a) from ``marg``
+    (n, n_opt) its probability of each option: a pair counts for both its classes in the first array,
+    for its first / last tooth's class in the second / third."""
+    n = len(marg)
+    posterior = np.zeros((n, NUM_ARCH_INDICES + 1))
+    first_posterior, last_posterior = posterior.copy(), posterior.copy()
+    for o in range(e.n_opt):
+        for a in range(e.first[o], e.last[o] + 1):
+            posterior[:, 1 + a] += marg[:, o]
+        first_posterior[:, 1 + e.first[o]] += marg[:, o]
+        last_posterior[:, 1 + e.last[o]] += marg[:, o]
+    for p in (posterior, first_posterior, last_posterior):
+        p[:, 0] = np.clip(1.0 - marg.sum(1), 0.0, 1.0)
+    return posterior, first_posterior, last_posterior
+
+
 def number_instances(instances: list[Instance], evidence: np.ndarray, gum_evidence: np.ndarray,
                      priors: ArchPriors, temperature: float = 1.0, forced: dict[int, int] | None = None) -> Numbering:
     """The cheapest numbering of ``instances`` (sorted along the arch) and their posteriors.
@@ -81,100 +266,18 @@ def number_instances(instances: list[Instance], evidence: np.ndarray, gum_eviden
 
     ``forced`` {instance index: arch index}: those instances take that one number (every other option,
     gingiva included, costs :data:`FORCED_COST`): a reading of the arch given from outside (the dentition,
-    :mod:`.dentition`), the rest numbered around it."""
-    n = len(instances)
-    first, last = _options()
-    n_opt = len(first)
-    pair = last > first
-    width_mu = priors.width_mean
-    miss = priors.missing_cost  # (16,) -log P(position missing)
-    keep = priors.present_cost  # (16,) -log P(position present)
-    miss_cum = np.concatenate([[0.0], np.cumsum(miss)])  # sum of miss over arch indices [a, b) = cum[b] - cum[a]
-    width_cum = np.concatenate([[0.0], np.cumsum(width_mu)])
+    :mod:`.dentition`), the rest numbered around it.
 
-    ev = np.asarray(evidence, dtype=np.float64)
-    widths = np.array([inst.width for inst in instances])
-    gum = priors.gingiva_cost(gum_evidence, widths)
-    unary = np.empty((n, n_opt))
-    for o in range(n_opt):
-        f, l_ = first[o], last[o]
-        data = -priors.evidence_weight * np.log(np.maximum(ev[:, f:l_ + 1].sum(1), LOG_EPS))
-        unary[:, o] = (data + priors.width_cost(widths, f, l_) + keep[f:l_ + 1].sum()
-                       + (priors.pair_cost if pair[o] else 0.0))
-    if forced:
-        for i, a in forced.items():
-            keep_only = (first == a) & (last == a)
-            unary[i, ~keep_only] += FORCED_COST
-            gum[i] += FORCED_COST
-    start = miss_cum[first]  # positions before the first tooth are missing
-    end = miss_cum[NUM_ARCH_INDICES] - miss_cum[last + 1]
-    gum_cum = np.concatenate([[0.0], np.cumsum(gum)])  # gingiva cost of instances [a, b)
-    # transition o' (instance j) -> o (instance i): positions strictly between are missing, plus spacing
-    skip_lo = last[:, None] + 1  # (o', o)
-    skip_hi = first[None, :]
-    allowed = skip_hi >= skip_lo
-    skipped_cost = np.where(allowed, miss_cum[np.clip(skip_hi, 0, NUM_ARCH_INDICES)] - miss_cum[np.clip(skip_lo, 0, NUM_ARCH_INDICES)], np.inf)
-    skipped_width = np.where(allowed, width_cum[np.clip(skip_hi, 0, NUM_ARCH_INDICES)] - width_cum[np.clip(skip_lo, 0, NUM_ARCH_INDICES)], 0.0)
-    touching = allowed & (skip_hi == skip_lo)
-
-    def trans(j: int, i: int) -> np.ndarray:
-        g = gap_mm(instances[j], instances[i])
-        return skipped_cost + priors.gap_cost(g, touching, skipped_width) + (gum_cum[i] - gum_cum[j + 1])
-
-    # min-sum (Viterbi) and sum-product (forward) in one sweep
-    D = np.full((n, n_opt), np.inf)
-    A = np.full((n, n_opt), -np.inf)
-    back: list[list[tuple[int, int]]] = [[(-1, -1)] * n_opt for _ in range(n)]
-    T = {}
-    for i in range(n):
-        best = start + gum_cum[i]
-        arg_j = np.full(n_opt, -1)
-        arg_o = np.full(n_opt, -1)
-        terms = [-(start + gum_cum[i]) / temperature]
-        for j in range(i):
-            t = trans(j, i)
-            T[j, i] = t
-            cand = D[j][:, None] + t  # (o', o)
-            k = np.argmin(cand, axis=0)
-            val = cand[k, np.arange(n_opt)]
-            better = val < best
-            best = np.where(better, val, best)
-            arg_j = np.where(better, j, arg_j)
-            arg_o = np.where(better, k, arg_o)
-            terms.append(_logsumexp(A[j][:, None] - t / temperature, axis=0))
-        D[i] = best + unary[i]
-        A[i] = _logsumexp(np.stack(terms), axis=0) - unary[i] / temperature
-        back[i] = list(zip(arg_j.tolist(), arg_o.tolist()))
-    all_gum = gum_cum[n] + miss_cum[NUM_ARCH_INDICES]
-    finals = D + end[None, :] + (gum_cum[n] - gum_cum[1:n + 1])[:, None] if n else np.zeros((0, n_opt))
-    options: list[tuple[int, int] | None] = [None] * n
-    cost = all_gum
-    if n and finals.min() < all_gum:
-        i, o = np.unravel_index(int(np.argmin(finals)), finals.shape)
-        cost = float(finals[i, o])
-        while i >= 0:
-            options[i] = (int(first[o]), int(last[o]))
-            i, o = back[i][o]
-    # backward pass: B[i, o] = log-sum over everything after instance i taking option o
-    B = np.full((n, n_opt), -np.inf)
-    for i in reversed(range(n)):
-        terms = [-(end + gum_cum[n] - gum_cum[i + 1]) / temperature]
-        for k in range(i + 1, n):
-            terms.append(_logsumexp(-T[i, k] / temperature + (B[k] - unary[k] / temperature)[None, :], axis=1))
-        B[i] = _logsumexp(np.stack(terms), axis=0)
-    # the partition function: the all-gingiva numbering, plus every numbering by its last tooth
-    last_terms = (A - (end[None, :] + (gum_cum[n] - gum_cum[1:n + 1])[:, None]) / temperature).ravel()
-    log_z = _logsumexp(np.concatenate([[-all_gum / temperature], last_terms]))
-    marg = np.exp(A + B - log_z) if n else np.zeros((0, n_opt))
-    posterior = np.zeros((n, NUM_ARCH_INDICES + 1))  # column 0 gingiva, 1 + a arch index a
-    first_posterior, last_posterior = posterior.copy(), posterior.copy()
-    for o in range(n_opt):
-        for a in range(first[o], last[o] + 1):
-            posterior[:, 1 + a] += marg[:, o]
-        first_posterior[:, 1 + first[o]] += marg[:, o]
-        last_posterior[:, 1 + last[o]] += marg[:, o]
-    for p in (posterior, first_posterior, last_posterior):
-        p[:, 0] = np.clip(1.0 - marg.sum(1), 0.0, 1.0)
+    The energies (:func:`_arch_energy`), the forward sweep (:func:`_forward`: the cheapest numbering's
+    table and the forward sums), the backtrace (:func:`_backtrace`), the backward sums (:func:`_backward`),
+    and from both the partition function and each instance's marginals (:func:`_posteriors`)."""
+    e = _arch_energy(instances, evidence, gum_evidence, priors, forced)
+    D, back, A = _forward(e, temperature)
+    options, cost = _backtrace(e, D, back)
+    B = _backward(e, temperature)
+    log_z = _log_partition(e, A, temperature)
+    marg = np.exp(A + B - log_z) if e.n else np.zeros((0, e.n_opt))
+    posterior, first_posterior, last_posterior = _posteriors(e, marg)
     return Numbering(options, posterior, cost, first_posterior, last_posterior, instances, log_z=float(log_z))
 
 

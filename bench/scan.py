@@ -20,12 +20,12 @@ import platform
 import resource
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from pointmamba.utils.cpu_runtime import tune_cpu_runtime  # noqa: E402
+from bench._timing import print_json, wall_times  # noqa: E402
 
 tune_cpu_runtime()  # as tools/ do, before torch is imported
 
@@ -90,15 +90,6 @@ def baseline_scan(u, delta, A, B, C, D, z, delta_bias):
     return (torch.stack(ys, -1) + u * D[:, None]) * F.silu(z)
 
 
-def _best(fn, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
-
-
 def worker(kind: str, length: int, repeats: int, threads: int) -> dict:
     """Runs in the subprocess: time one L and report the peak RSS of the timed runs."""
     import numba
@@ -131,12 +122,12 @@ def worker(kind: str, length: int, repeats: int, threads: int) -> dict:
         fwd()  # warm-up at this L (page faults of first allocations)
         out["base_rss_mb"] = _rss_mb("VmRSS")
         reset_ok = _reset_peak_rss()
-        out["fwd_s"] = _best(fwd, repeats)
-        out["fwdbwd_s"] = _best(fwdbwd, repeats)
+        out["fwd_s"] = min(wall_times(fwd, repeats))
+        out["fwdbwd_s"] = min(wall_times(fwdbwd, repeats))
     else:
         out["base_rss_mb"] = _rss_mb("VmRSS")
         reset_ok = _reset_peak_rss()
-        out["fwdbwd_s"] = _best(fwdbwd, repeats)
+        out["fwdbwd_s"] = min(wall_times(fwdbwd, repeats))
     out["peak_rss_mb"] = _peak_rss_mb(reset_ok)
     out["numba_threads"] = numba.get_num_threads()
     return out
@@ -197,8 +188,7 @@ def main() -> None:
                     last_baseline = (length, base["fwdbwd_s"])
         results[str(length)] = entry
 
-    if args.json:
-        print(json.dumps(results))
+    if print_json(args.json, results):
         return
     print(f"selective scan, batch 1, d_inner {DIM}, d_state {NSTATE}, {args.threads} threads, "
           f"best of {args.repeats}, {platform.processor() or platform.machine()}")

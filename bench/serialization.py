@@ -8,29 +8,17 @@ Target: all four orders of 1M points at depth 16 in <= 1 s total on 2 CPU thread
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import sys
-import time
 from pathlib import Path
 
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from pointmamba.point.serialization import ORDERS, decode, encode  # noqa: E402
+from bench._timing import print_json, wall_times  # noqa: E402
 
 TARGET_S = 1.0
-
-
-def best_time(fn, repeats: int) -> float:
-    """Best of ``repeats`` runs (after one warm-up): the machine is shared, the minimum is the signal."""
-    fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def main() -> None:
@@ -52,8 +40,8 @@ def main() -> None:
         grid = torch.randint(0, 1 << depth, (args.points, 3), generator=gen).to(args.device)
         for order in ORDERS:
             code = encode(grid, batch, depth, order)
-            enc = best_time(lambda: encode(grid, batch, depth, order), args.repeats)
-            dec = best_time(lambda: decode(code, depth, order), args.repeats)
+            enc = min(wall_times(lambda: encode(grid, batch, depth, order), args.repeats, warmup=True))
+            dec = min(wall_times(lambda: decode(code, depth, order), args.repeats, warmup=True))
             rows.append({"depth": depth, "order": order, "encode_s": enc, "decode_s": dec,
                          "encode_mpts_per_s": args.points / enc / 1e6})
     totals = {str(d): sum(r["encode_s"] for r in rows if r["depth"] == d) for d in args.depths}
@@ -64,8 +52,7 @@ def main() -> None:
         "torch": torch.__version__, "rows": rows, "encode_all_orders_s": totals,
         "target_s": TARGET_S, "meets_target": totals[top] <= TARGET_S,
     }
-    if args.json:
-        print(json.dumps(result))
+    if print_json(args.json, result):
         return
     print(f"{args.points:,} random points, {args.samples} samples, {args.threads} threads, {args.device}, "
           f"best of {args.repeats}")

@@ -31,22 +31,18 @@ def test_inheritance_and_precedence(tmp_path: Path) -> None:
     assert cfg["work_dir"] == str(Path("work_dirs") / "child")
 
 
-def test_unknown_key_lists_valid_keys(tmp_path: Path) -> None:
-    bad = write(tmp_path / "bad.yaml", "train:\n  epoch: 3\n")
-    with pytest.raises(ConfigError, match=r"unknown config key 'train.epoch'.*valid keys under train:.*epochs"):
-        load_config(bad)
-    with pytest.raises(ConfigError, match=r"unknown config key 'modle'"):
-        load_config(None, ["modle.channels=3"])
-
-
-def test_wrong_type_is_named(tmp_path: Path) -> None:
-    bad = write(tmp_path / "bad.yaml", "train:\n  epochs: three\n")
-    with pytest.raises(ConfigError, match=r"'train.epochs' must be of type int.*got str 'three'"):
-        load_config(bad)
-    with pytest.raises(ConfigError, match=r"'data.align' must be of type bool"):
-        load_config(None, ["data.align=5"])
-    with pytest.raises(ConfigError, match=r"'train' must be a mapping"):
-        load_config(None, ["train=5"])
+@pytest.mark.parametrize("text, overrides, message", [
+    ("train:\n  epoch: 3\n", [], r"unknown config key 'train.epoch'.*valid keys under train:.*epochs"),
+    (None, ["modle.channels=3"], r"unknown config key 'modle'"),
+    ("train:\n  epochs: three\n", [], r"'train.epochs' must be of type int.*got str 'three'"),
+    (None, ["data.align=5"], r"'data.align' must be of type bool"),
+    (None, ["train=5"], r"'train' must be a mapping"),
+])
+def test_an_unknown_key_or_a_wrong_type_is_named(tmp_path: Path, text: str | None, overrides: list[str],
+                                                 message: str) -> None:
+    path = write(tmp_path / "bad.yaml", text) if text else None
+    with pytest.raises(ConfigError, match=message):
+        load_config(path, overrides)
 
 
 def test_malformed_yaml_and_missing_file(tmp_path: Path) -> None:

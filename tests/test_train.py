@@ -14,7 +14,7 @@ from pointmamba.checkpoints.checkpoint import CheckpointError, load_checkpoint, 
 from pointmamba.training.hooks import Hook
 from pointmamba.training.trainer import Trainer, TrainingDiverged
 
-from support.tiny import tiny_overrides, write_synthetic
+from support.tiny import run_training as run, tiny_overrides, write_synthetic
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -23,15 +23,6 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 @pytest.fixture(scope="module")
 def synth(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_synthetic(tmp_path_factory.mktemp("synth"))
-
-
-def run(cfg: dict, resume: bool = False, hooks: list[Hook] | None = None) -> Trainer:
-    trainer = Trainer(cfg, resume=resume, hooks=hooks)
-    try:
-        trainer.train()
-    finally:
-        trainer.close()
-    return trainer
 
 
 class Interrupt(Hook):

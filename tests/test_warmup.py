@@ -9,7 +9,7 @@ from pointmamba import build_model
 from pointmamba.training.warmup import WarmupSwitch, relpos_factor
 from pointmamba.point.batch import PointBatch
 
-from support.tiny import TINY_MODEL_SECTION as TINY
+from support.tiny import TINY_MODEL_SECTION as TINY, run_training as _run
 
 
 
@@ -115,17 +115,6 @@ def _cfg(synth, work):
     # factors per epoch: 0, 0, 0.5, 1
     return load_config(None, tiny_overrides(synth, work, epochs=4) + [
         "train.max_steps_per_epoch=1", "train.val_interval=0", "warmup.epochs=2", "warmup.ramp_epochs=2"])
-
-
-def _run(cfg, resume=False, hooks=()):
-    from pointmamba.training.trainer import Trainer
-
-    trainer = Trainer(cfg, resume=resume, hooks=list(hooks))
-    try:
-        trainer.train()
-    finally:
-        trainer.close()
-    return trainer
 
 
 class _Interrupt(_Probe):

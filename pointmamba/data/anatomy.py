@@ -43,6 +43,13 @@ class SideCheck:
         return self.verdict == "mirrored"
 
 
+def _in_plane(vector: np.ndarray, normal: np.ndarray) -> np.ndarray | None:
+    """The unit direction of ``vector`` projected on the plane of unit ``normal`` (None where nothing is left)."""
+    vector = vector - (vector @ normal) * normal
+    length = np.linalg.norm(vector)
+    return None if length == 0 else vector / length
+
+
 def side_check(vertices: np.ndarray, labels: np.ndarray, jaw: str) -> SideCheck:
     """Check that quadrants 2/3 lie on the patient's left (see the module docstring)."""
     v = np.asarray(vertices, dtype=np.float64)
@@ -66,21 +73,18 @@ def side_check(vertices: np.ndarray, labels: np.ndarray, jaw: str) -> SideCheck:
     anterior, posterior = pos <= 3, pos >= 4
     if not anterior.any() or not posterior.any():
         return SideCheck("unsure", reason="needs anterior (incisor/canine) and posterior (premolar/molar) teeth")
-    front = cents[anterior].mean(0) - cents[posterior].mean(0)
-    front -= (front @ normal) * normal
-    if np.linalg.norm(front) == 0:
+    front = _in_plane(cents[anterior].mean(0) - cents[posterior].mean(0), normal)
+    if front is None:
         return SideCheck("unsure", reason="anterior and posterior teeth coincide")
-    front /= np.linalg.norm(front)
     superior = normal if jaw == "lower" else -normal  # upper crowns point down
     left = np.cross(superior, front)
     on_left, on_right = quad == LEFT_QUADRANTS[jaw], quad == RIGHT_QUADRANTS[jaw]
     if not on_left.any() or not on_right.any():
         return SideCheck("unsure", reason="teeth of only one side")
-    across = cents[on_left].mean(0) - cents[on_right].mean(0)
-    across -= (across @ normal) * normal
-    if np.linalg.norm(across) == 0:
+    across = _in_plane(cents[on_left].mean(0) - cents[on_right].mean(0), normal)
+    if across is None:
         return SideCheck("unsure", reason="left and right teeth coincide")
-    score = float(across @ left / np.linalg.norm(across))
+    score = float(across @ left)
     if score >= MIN_SEPARATION:
         return SideCheck("ok", score)
     if score <= -MIN_SEPARATION:

@@ -100,6 +100,14 @@ def _fdi_lut(jaw: str | None, num_classes: int) -> np.ndarray:
     return lut
 
 
+def _int64(values: Iterable[int] | np.ndarray, what: str) -> np.ndarray:
+    """``values`` as an int64 array; ValueError naming ``what`` for a non-integer dtype (floats would round)."""
+    values = np.asarray(values)
+    if values.size and not np.issubdtype(values.dtype, np.integer):
+        raise ValueError(f"{what} must be integers, got dtype {values.dtype}")
+    return values.astype(np.int64, copy=False)
+
+
 def fdi_to_class(labels: Iterable[int] | np.ndarray, jaw: str | None, num_classes: int = 17) -> np.ndarray:
     """FDI numbers (0 = gingiva) -> class ids (int64), checking each number is valid for ``jaw``.
 
@@ -108,10 +116,7 @@ def fdi_to_class(labels: Iterable[int] | np.ndarray, jaw: str | None, num_classe
     """
     num_classes = check_num_classes(num_classes)
     check_jaw(jaw, allow_none=num_classes == 33)
-    labels = np.asarray(labels)
-    if labels.size and not np.issubdtype(labels.dtype, np.integer):
-        raise ValueError(f"FDI labels must be integers, got dtype {labels.dtype}")
-    labels = labels.astype(np.int64, copy=False)
+    labels = _int64(labels, "FDI labels")
     lut = _fdi_lut(jaw, num_classes)
     ignore = labels == IGNORE_INDEX
     inside = (labels >= 0) & (labels < len(lut))
@@ -135,10 +140,7 @@ def class_to_fdi(classes: Iterable[int] | np.ndarray, jaw: str | None, num_class
     """
     num_classes = check_num_classes(num_classes)
     check_jaw(jaw, allow_none=num_classes == 33)
-    classes = np.asarray(classes)
-    if classes.size and not np.issubdtype(classes.dtype, np.integer):
-        raise ValueError(f"class ids must be integers, got dtype {classes.dtype}")
-    classes = classes.astype(np.int64, copy=False)
+    classes = _int64(classes, "class ids")
     if num_classes == 33:
         table = np.array((0,) + ALL_FDI, dtype=np.int64)
     else:
@@ -161,10 +163,7 @@ _MIRROR_QUADRANT = {1: 2, 2: 1, 3: 4, 4: 3}
 
 def mirror_fdi(labels: Iterable[int] | np.ndarray) -> np.ndarray:
     """Swap the patient's left and right: 1x <-> 2x, 3x <-> 4x; 0 (gingiva) and -100 (ignore) stay."""
-    labels = np.asarray(labels)
-    if labels.size and not np.issubdtype(labels.dtype, np.integer):
-        raise ValueError(f"FDI labels must be integers, got dtype {labels.dtype}")
-    labels = labels.astype(np.int64, copy=False)
+    labels = _int64(labels, "FDI labels")
     lut = np.full(49, -1, dtype=np.int64)
     lut[0] = 0
     for f in ALL_FDI:

@@ -58,6 +58,14 @@ def _block_sum(x, w):  # noqa: ANN001, ANN202 - numba
     return s
 
 
+@njit(inline="always")
+def _sizes(u, Bt, A):  # noqa: ANN001, ANN202 - numba
+    """(batch, length, groups, states, channels per group) of a scan's arrays."""
+    nb, nl, nd = u.shape
+    ng = Bt.shape[1]
+    return nb, nl, ng, A.shape[1], nd // ng
+
+
 @njit(parallel=True, fastmath=False, cache=True)
 def _scan_fwd_kernel(u, delta, A, Bt, Ct, Dv, z, has_d, has_z, y, ypre, last, cps, nblk, zero, one):  # pragma: no cover
     """y[b, t, d] = (<C_t, h_t> + D[d] u_t) * silu(z_t) (each part only if has_d / has_z); ypre: y before the
@@ -65,10 +73,7 @@ def _scan_fwd_kernel(u, delta, A, Bt, Ct, Dv, z, has_d, has_z, y, ypre, last, cp
 
     ``zero`` and ``one`` are 0 and 1 of the compute dtype.
     """
-    nb, nl, nd = u.shape
-    ng = Bt.shape[1]
-    ns = A.shape[1]
-    dpg = nd // ng
+    nb, nl, ng, ns, dpg = _sizes(u, Bt, A)
     for task in prange(nb * ng * nblk):
         b, g, j, lo, hi = channel_block(task, nblk, ng, dpg)
         w = hi - lo
@@ -122,10 +127,7 @@ def _scan_bwd_kernel(u, delta, A, Bt, Ct, Dv, z, ypre, has_d, has_z, cps, gout, 
     du, ddelta, dz: (B, L, D); dA_b, dD_b: per-batch dA (B, D, N) and dD (B, D); dB_j, dC_j: per-block
     partial sums (nblk, B, G, L, N). Every entry is written here (dz and dD_b only with has_z / has_d).
     """
-    nb, nl, nd = u.shape
-    ng = Bt.shape[1]
-    ns = A.shape[1]
-    dpg = nd // ng
+    nb, nl, ng, ns, dpg = _sizes(u, Bt, A)
     for task in prange(nb * ng * nblk):
         b, g, j, lo, hi = channel_block(task, nblk, ng, dpg)
         w = hi - lo

@@ -60,3 +60,15 @@ def untrained_checkpoint(path: Path, seed: int = 0) -> Path:
     save_checkpoint({"model": build_model(cfg).state_dict(), "config": {k: v for k, v in cfg.items() if k[0] != "_"}},
                     path)
     return path
+
+
+def run_training(cfg: dict, resume: bool = False, hooks: list | None = None):
+    """Train ``cfg`` to its end (or until a hook raises), always closing the trainer's logs; the trainer."""
+    from pointmamba.training.trainer import Trainer
+
+    trainer = Trainer(cfg, resume=resume, hooks=list(hooks or ()))
+    try:
+        trainer.train()
+    finally:
+        trainer.close()
+    return trainer

@@ -31,7 +31,16 @@ def test_no_package_attribute_hides_a_submodule(package: str) -> None:
 
 
 @pytest.mark.parametrize("old", ["pointmamba.engine", "pointmamba.engine.trainer", "pointmamba.models.block",
-                                 "pointmamba.data.grid_sample"])
+                                 "pointmamba.data.grid_sample",
+                                 # moved by the renovation (issue 44): no shim stayed behind
+                                 "pointmamba.evaluation.inference", "pointmamba.evaluation.tooth_numbering",
+                                 "pointmamba.evaluation.confidence", "pointmamba.evaluation.graph_cut",
+                                 "pointmamba.evaluation.tooth_decoding", "pointmamba.evaluation.tooth_shape",
+                                 "pointmamba.segmenter", "pointmamba.segmentation", "pointmamba.structure",
+                                 "pointmamba.segment", "pointmamba.sequence", "pointmamba.serialization",
+                                 "pointmamba.curve_orders", "pointmamba.atomic_file", "pointmamba.timing",
+                                 "pointmamba.pretrained", "pointmamba.training.checkpoint",
+                                 "pointmamba.data.closed_extractions"])
 def test_old_module_paths_are_gone(old: str) -> None:
     with pytest.raises(ModuleNotFoundError):
         importlib.import_module(old)

@@ -1,7 +1,7 @@
 """The dentition as an input of the numbering: how a side of the lone-premolar pattern is numbered.
 
 A side of an arch with a canine, one premolar-sized tooth and then molar-sized teeth reads two ways
-(issue 43; ``docs/results/numbering/README.md``, "The same pattern in 3D-IOSSeg is numbered both ways"),
+(issue 43; ``docs/results/numbering/log.md``, "The same pattern in 3D-IOSSeg is numbered both ways"),
 and geometry does not tell them apart; the patient's age does. The convention is FDI by identity, a
 primary tooth under its permanent successor's number:
 

@@ -46,11 +46,7 @@ setup(
             "pointmamba-check-data = pointmamba.cli.check_data:cli",
             "pointmamba-export-model = pointmamba.cli.export_model:cli",
             "pointmamba-plot-distances = pointmamba.cli.plot_distances:cli",
-            "pointmamba-probe-distance = pointmamba.cli.probe_distance:cli",
             "pointmamba-ablate = pointmamba.cli.ablate:cli",
-            "pointmamba-fit-arch-priors = pointmamba.cli.fit_arch_priors:cli",
-            "pointmamba-removal-check = pointmamba.cli.removal_check:cli",
-            "pointmamba-calibrate-confidence = pointmamba.cli.calibrate_confidence:cli",
         ],
     },
 )

@@ -1,4 +1,4 @@
-"""tools/ablate.py: criterion table, resumable runs (skip finished, resume interrupted), config checks."""
+"""pointmamba-ablate: criterion table, resumable runs (skip finished, resume interrupted), config checks."""
 from __future__ import annotations
 
 import csv
@@ -122,7 +122,7 @@ def test_ablate_two_tiny_configs(tmp_path_factory):
     trainer.close()
     assert len((out / "relpos" / "metrics.jsonl").read_text().splitlines()) == 1
 
-    cmd = [sys.executable, str(ROOT / "tools" / "ablate.py"), str(tmp / "cpe.yaml"), str(tmp / "relpos.yaml"),
+    cmd = [sys.executable, "-m", "pointmamba.cli.ablate", str(tmp / "cpe.yaml"), str(tmp / "relpos.yaml"),
            "--out", str(out), "--set", *overrides]
     res = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
@@ -191,7 +191,7 @@ def test_ablate_seeds_in_parallel_and_resume(tmp_path_factory):
     (tmp / "logical.yaml").write_text("model:\n  position: logical\n")
     out = tmp / "out"
     overrides = _tiny_overrides(root, epochs=1)
-    cmd = [sys.executable, str(ROOT / "tools" / "ablate.py"), str(tmp / "cpe.yaml"), str(tmp / "logical.yaml"),
+    cmd = [sys.executable, "-m", "pointmamba.cli.ablate", str(tmp / "cpe.yaml"), str(tmp / "logical.yaml"),
            "--out", str(out), "--seeds", "0", "1", "--jobs", "2", "--set", *overrides]
     res = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]

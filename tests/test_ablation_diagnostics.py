@@ -1,4 +1,4 @@
-"""tools/ablate.py --seeds: RelPos diagnostics at init / epoch 1 / epoch 10 and the claims, seed by seed."""
+"""pointmamba-ablate --seeds: RelPos diagnostics at init / epoch 1 / epoch 10 and the claims, seed by seed."""
 from __future__ import annotations
 
 import csv

@@ -1,4 +1,4 @@
-"""tools/calibrate_confidence.py: the flagged / unflagged table, its counts, the tooth table and the plot."""
+"""python -m pointmamba.research.calibrate_confidence: the flagged / unflagged table, its counts, the tooth table and the plot."""
 from __future__ import annotations
 
 import csv

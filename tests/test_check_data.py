@@ -1,4 +1,4 @@
-"""tools/check_data.py: every shared scan passes; a mirrored copy and a copy in cm are flagged."""
+"""pointmamba-check-data: every shared scan passes; a mirrored copy and a copy in cm are flagged."""
 from __future__ import annotations
 
 import json

@@ -212,7 +212,7 @@ def test_off_by_default(tmp_path_factory):
 
 def test_epoch_ends_at_init_and_each_epoch_end(tmp_path_factory):
     """``diagnostics.epoch_ends`` with interval 0: the first step and the last step of each epoch, in TensorBoard
-    and in diagnostics.jsonl (one line each, with the epoch), which is what tools/ablate.py tabulates."""
+    and in diagnostics.jsonl (one line each, with the epoch), which is what pointmamba-ablate tabulates."""
     from pointmamba.config import load_config
     from pointmamba.training.trainer import Trainer
 

@@ -1,4 +1,4 @@
-"""Curve distances (per scan, per order, per pooled stage) and tools/plot_distances.py on synthetic jaws."""
+"""Curve distances (per scan, per order, per pooled stage) and pointmamba-plot-distances on synthetic jaws."""
 from __future__ import annotations
 
 import json
@@ -71,7 +71,7 @@ def test_summarize():
 def test_tool_on_synthetic_jaws(tmp_path_factory):
     root = write_synthetic(tmp_path_factory.mktemp("synth"), count=2, vertices=2500)
     out = tmp_path_factory.mktemp("plots")
-    cmd = [sys.executable, str(ROOT / "tools" / "plot_distances.py"), "--config", str(ROOT / "configs" / "base.yaml"),
+    cmd = [sys.executable, "-m", "pointmamba.cli.plot_distances", "--config", str(ROOT / "configs" / "base.yaml"),
            "--out", str(out), "--split", "all", "--stages", "2", "--no-progress", "--set", f"data.root={root}",
            f"data.cache_dir={root / '.cache'}", "data.grid_size=0.5", "model.orders=[z,hilbert]",
            "model.relpos.max_rel_dist=3.0", "model.relpos.quantile=0.9"]
@@ -93,7 +93,7 @@ def test_tool_on_synthetic_jaws(tmp_path_factory):
 
 
 def test_tool_rejects_bad_stages(tmp_path):
-    cmd = [sys.executable, str(ROOT / "tools" / "plot_distances.py"), "--config", str(ROOT / "configs" / "base.yaml"),
+    cmd = [sys.executable, "-m", "pointmamba.cli.plot_distances", "--config", str(ROOT / "configs" / "base.yaml"),
            "--out", str(tmp_path), "--stages", "0"]
     res = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert res.returncode == 2 and "--stages" in res.stderr

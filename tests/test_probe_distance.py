@@ -1,4 +1,4 @@
-"""tools/probe_distance.py: the synthetic task, seeded runs, the table."""
+"""python -m pointmamba.research.probe_distance: the synthetic task, seeded runs, the table."""
 from __future__ import annotations
 
 import subprocess
@@ -10,7 +10,7 @@ import pytest
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-from pointmamba.cli import probe_distance  # noqa: E402
+from pointmamba.research import probe_distance  # noqa: E402
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -53,7 +53,7 @@ def test_table_per_run_and_mean_std_over_seeds(tmp_path: Path) -> None:
     rows = [{"position": pos, "seed": seed, "test_mse_mm2": mse, "r2": r2, "train_loss_last10pct": 0.5, "train_s": 1.0,
              "parameters": 1234} for pos, seed, mse, r2 in [("none", 0, 6.0, 0.5), ("none", 1, 8.0, 0.3), ("gru", 0, 2.0, 0.9),
                                                             ("gru", 1, 2.0, 0.9)]]
-    md = probe_distance.write_tables(rows, tmp_path, "python tools/probe_distance.py --seeds 0 1", "setup line")
+    md = probe_distance.write_tables(rows, tmp_path, "python -m pointmamba.research.probe_distance --seeds 0 1", "setup line")
     assert "| `none` | 1 | 8.000 | 0.300 | 0.500 | 1.0 | 1,234 |" in md
     assert "| `none` | 7.000 ± 1.414 | 0.400 ± 0.141 |" in md and "| `gru` | 2.000 ± 0.000 | 0.900 ± 0.000 |" in md
     assert (tmp_path / "results.md").read_text() == md and len((tmp_path / "results.csv").read_text().splitlines()) == 5
@@ -61,14 +61,14 @@ def test_table_per_run_and_mean_std_over_seeds(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_cli_writes_table(tmp_path: Path) -> None:
-    cmd = [sys.executable, str(ROOT / "tools" / "probe_distance.py"), "--positions", "none", "logical", "--seeds", "0", "1",
+    cmd = [sys.executable, "-m", "pointmamba.research.probe_distance", "--positions", "none", "logical", "--seeds", "0", "1",
            "--steps", "2", "--points", "12", "--batch-size", "4", "--train-batches", "1", "--test-batches", "1",
            "--channels", "8", "--depth", "1", "--out", str(tmp_path)]
     res = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert res.returncode == 0, res.stderr[-3000:]
     md = (tmp_path / "results.md").read_text()
     assert "| `none` | 0 |" in md and "| `logical` | 1 |" in md and "Mean ± std over seeds [0, 1]" in md
-    assert "Command: `python tools/probe_distance.py --positions none logical" in md
+    assert "Command: `python -m pointmamba.research.probe_distance --positions none logical" in md
     assert len((tmp_path / "results.csv").read_text().splitlines()) == 5
-    bad = subprocess.run(cmd[:2] + ["--steps", "0"], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    bad = subprocess.run(cmd[:3] + ["--steps", "0"], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert bad.returncode == 2 and "--steps must be >= 1" in bad.stderr

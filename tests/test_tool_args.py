@@ -1,5 +1,5 @@
 """The tools behave alike: a positional config (``--config`` an alias) in train and test, ``--out`` everywhere
-(``--work-dir`` an alias in train), ``--verbose`` and ``--no-progress`` in every tool; and tools/ablate.py's
+(``--work-dir`` an alias in train), ``--verbose`` and ``--no-progress`` in every tool; and pointmamba-ablate's
 verdicts (val mIoU with the seed spread beside the loss ratio), whole-epoch ticks and time estimate."""
 from __future__ import annotations
 
@@ -19,15 +19,20 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 def _console_tools() -> list[str]:
     text = (ROOT / "setup.py").read_text()
-    return sorted(set(re.findall(r'"pointmamba-[\w-]+ = pointmamba\.cli\.(\w+):cli"', text)))
+    return sorted(set(re.findall(r'"pointmamba-[\w-]+ = (pointmamba\.cli\.\w+):cli"', text)))
 
 
-@pytest.mark.parametrize("tool", _console_tools())
+RESEARCH_TOOLS = [f"pointmamba.research.{name}" for name in
+                  ("calibrate_confidence", "fit_arch_priors", "probe_distance", "removal_check")]
+"""The studies built on the tools' plumbing (``python -m pointmamba.research.NAME``)."""
+
+
+@pytest.mark.parametrize("tool", _console_tools() + RESEARCH_TOOLS)
 def test_every_tool_has_verbose_no_progress_and_out(tool: str, monkeypatch: pytest.MonkeyPatch,
                                                      capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setattr(sys, "argv", [tool, "--help"])
     with pytest.raises(SystemExit) as exit_:
-        importlib.import_module(f"pointmamba.cli.{tool}").main()
+        importlib.import_module(tool).main()
     assert exit_.value.code == 0
     usage = capsys.readouterr().out
     for flag in ("--verbose", "--no-progress", "--out"):
@@ -117,7 +122,7 @@ def test_ablate_prints_a_time_estimate_before_the_runs(synth: Path, tmp_path: Pa
     sets = TINY_MODEL + [f"data.root={synth}", "data.train_names=[SYN00000, SYN00001]", "data.val_names=[SYN00002_upper]",
                          "data.grid_size=0.8", "data.max_points=600", f"data.cache_dir={synth / '.cache'}",
                          "train.epochs=1", "train.batch_size=1", "train.max_steps_per_epoch=1"]
-    proc = subprocess.run([sys.executable, str(ROOT / "tools" / "ablate.py"), str(tmp_path / "cpe.yaml"), "--out",
+    proc = subprocess.run([sys.executable, "-m", "pointmamba.cli.ablate", str(tmp_path / "cpe.yaml"), "--out",
                            str(tmp_path / "out"), "--no-progress", "--set", *sets],
                           capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]

@@ -14,9 +14,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from _common import run_main
-
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # run from a checkout without installing
+
+from pointmamba.cli._common import run_main  # noqa: E402
+
 SAMPLES = ROOT / "data" / "samples"
 
 

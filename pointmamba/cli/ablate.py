@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Run ablation configs with the same seed and budget and compare their training curves.
 
-    tools/ablate.py CONFIG [CONFIG ... | 'configs/ablation/*.yaml'] --out DIR [--set key=value ...] [--baseline STEM]
-                    [--seeds 0 1 2] [--jobs N] [--no-progress] [--verbose]
+    pointmamba-ablate CONFIG [CONFIG ... | 'configs/ablation/*.yaml'] --out DIR [--set key=value ...] [--baseline STEM]
+                      [--seeds 0 1 2] [--jobs N] [--no-progress] [--verbose]
 
 Each config trains in its own subprocess (``tools/train.py C --out DIR/<stem> --set ...``; ``--no-progress``
 and ``--verbose`` are passed on); a time estimate is printed before the first run starts

@@ -1,4 +1,4 @@
-"""What ``tools/ablate.py --seeds`` adds to its table: RelPos diagnostics at init / epoch 1 / epoch 10, and the
+"""What ``pointmamba-ablate --seeds`` adds to its table: RelPos diagnostics at init / epoch 1 / epoch 10, and the
 design notes' claims tested seed by seed.
 
 Diagnostics come from each run's ``diagnostics.jsonl`` (written by the diagnostics hook; the ablation base

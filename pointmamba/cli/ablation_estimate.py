@@ -1,4 +1,4 @@
-"""How long ``tools/ablate.py``'s runs will take, printed before the first one starts.
+"""How long ``pointmamba-ablate``'s runs will take, printed before the first one starts.
 
 A run that already has epochs (an interrupted one, resumed) is timed by its own epochs (``epoch_s`` in its
 metrics.jsonl). The others by one training step of the first config still to run, timed here after a warm-up

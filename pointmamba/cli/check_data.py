@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Check a Teeth3DS-layout data set before training on it.
 
-    tools/check_data.py DIR [--out TABLE.md] [--no-progress] [--verbose]
+    pointmamba-check-data DIR [--out TABLE.md] [--no-progress] [--verbose]
 
 Per scan (``<ID>_<jaw>.obj|ply|stl`` under DIR, any depth, with ``<stem>.json`` labels): the mesh reads
 and looks complete, there is one label per vertex, every FDI number is valid for the jaw, the extent

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Write a training checkpoint as a compact model file: float16 weights, config and warm-up state only.
 
-    tools/export_model.py CHECKPOINT [--average-with CKPT ...] --out FILE [--note TEXT] [--overwrite]
+    pointmamba-export-model CHECKPOINT [--average-with CKPT ...] --out FILE [--note TEXT] [--overwrite]
         [--no-progress] [--verbose]
 
 The file keeps the names of the checkpoint's training scans (``train_scans``: tools/test.py and

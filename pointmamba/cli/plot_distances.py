@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Histogram the distances between consecutive points along each space-filling curve, per scan.
 
-    tools/plot_distances.py --config FILE [--set key=value ...] --out DIR [--split val|train|test|all] [--stages N]
-                            [--no-progress] [--verbose]
+    pointmamba-plot-distances --config FILE [--set key=value ...] --out DIR [--split val|train|test|all] [--stages N]
+                              [--no-progress] [--verbose]
 
 These are the step lengths a RelPos module sees: every point to its predecessor along one curve order
 within one scan. The dataset is read in eval mode (no augmentation, no point cap) with the configured

@@ -40,22 +40,14 @@ def main() -> None:
                              "DIR/infer_switches.md")
     args = parse_args(parser)
 
-    import numpy as np
-    from tqdm import tqdm
-
-    from pointmamba.data import CLASS_NAMES, fdi_to_class, load_scan
     from pointmamba.evaluation.confusion_plot import plot_confusion
-    from pointmamba.inference.pipeline import segment_scan
-    from pointmamba.evaluation.metrics import ConfusionMatrix
-    from pointmamba.evaluation.scan_summary import (dentition_given_columns, reference_groups, review_columns,
-                                                    summarize, summary_table)
-    from pointmamba.evaluation.teeth_metrics import aggregate_teeth_metrics, teeth_metrics
+    from pointmamba.evaluation.scan_summary import summary_table
+    from pointmamba.evaluation.split_test import score_split
     from pointmamba.utils.atomic_file import atomic_write, write_csv
     from pointmamba.cli.output_files import make_out_dir
 
     run = open_eval_run(args, default_out=f"test_{args.split}")
     model, cfg, device, dataset, out = run.model, run.cfg, run.device, run.dataset, run.out
-    num_classes = cfg["data"]["num_classes"]
     from pointmamba.training import training_scans
 
     seen = training_scans.warning_line(run.checkpoint, dataset.names,
@@ -71,48 +63,18 @@ def main() -> None:
         atomic_write(out / "infer_switches.md", table.encode())
         print(table)
 
-    cm = ConfusionMatrix(num_classes)
-    rows, scan_cms = [], []
-    for i in tqdm(range(len(dataset)), desc=f"test {args.split}"):
-        scan = load_scan(dataset.paths[i])
-        pred = segment_scan(model, scan, cfg, device)
-        if scan.labels is None:
-            raise ValueError(f"{dataset.paths[i]}: no label file beside the mesh: tools/test.py needs labels")
-        target = fdi_to_class(scan.labels, scan.jaw, num_classes)
-        scan_cm = ConfusionMatrix(num_classes).update(pred.classes, target)
-        cm.merge(scan_cm)
-        scan_cms.append(scan_cm)
-        row = {"name": dataset.names[i], "source": dataset.sources[i], "jaw": scan.jaw,
-               "vertices": int(scan.num_vertices), "teeth": int((np.unique(scan.labels) > 0).sum()),
-               **reference_groups(scan.labels, dataset.aligned_vertices(i), scan.jaw),
-               "accuracy": scan_cm.accuracy(), "miou": scan_cm.miou(), **review_columns(pred, scan)}
-        # the pattern's arches again with the dentition their reference gives (a second network pass)
-        row.update(dentition_given_columns(model, scan, cfg, device, dataset.aligned_vertices(i), num_classes)
-                   if row.get("lone_premolar") else {"dentition_given": None, "miou_given": None, "review_given": None})
-        tm = teeth_metrics(scan.vertices.astype(np.float64), scan.labels.astype(np.int64), pred.fdi)
-        row.update({k: tm[k] for k in ("TSA", "TLA", "TIR", "score")})
-        row["_teeth"] = tm
-        rows.append(row)
-
-    names = CLASS_NAMES[num_classes]
-    overall = {"accuracy": cm.accuracy(), "miou": cm.miou(), "mdice": cm.mean_dice(),
-               "mean_scan_miou": float(np.mean([r["miou"] for r in rows])), "num_scans": len(rows)}
-    teeth_rows = [r.pop("_teeth") for r in rows if "_teeth" in r]
-    if teeth_rows:
-        overall.update({k: v for k, v in aggregate_teeth_metrics(teeth_rows).items() if k != "num_jaws"})
-    per_class = [{"class": c, "name": names[c], "iou": float(cm.iou()[c]), "dice": float(cm.dice()[c])}
-                 for c in range(num_classes)]
-    summary = summarize(rows, scan_cms)
+    result = score_split(model, cfg, dataset, device, desc=f"test {args.split}")
     # every file atomically: a link planted in --out is replaced, never written through
     atomic_write(out / "metrics.json", finite_json.dumps(
-        {**run.provenance(), "overall": overall, "per_class": per_class,
-         "summary": summary, "per_scan": rows, "confusion": cm.matrix.tolist()}, indent=2, default=float).encode())
-    atomic_write(out / "summary.md", summary_table(summary).encode())
-    for name, table in (("per_scan.csv", rows), ("per_class.csv", per_class)):
+        {**run.provenance(), "overall": result.overall, "per_class": result.per_class, "summary": result.summary,
+         "per_scan": result.rows, "confusion": result.confusion.matrix.tolist()}, indent=2, default=float).encode())
+    atomic_write(out / "summary.md", summary_table(result.summary).encode())
+    for name, table in (("per_scan.csv", result.rows), ("per_class.csv", result.per_class)):
         write_csv(out / name, table)
-    plot_confusion(cm, list(names), out / "confusion.png", title=f"{run.checkpoint.name} on {args.split}")
-    print(" ".join(f"{k}={v:.4f}" if isinstance(v, float) else f"{k}={v}" for k, v in overall.items()))
-    print(summary_table(summary))
+    plot_confusion(result.confusion, [c["name"] for c in result.per_class], out / "confusion.png",
+                   title=f"{run.checkpoint.name} on {args.split}")
+    print(" ".join(f"{k}={v:.4f}" if isinstance(v, float) else f"{k}={v}" for k, v in result.overall.items()))
+    print(summary_table(result.summary))
     print(f"written: {out / 'metrics.json'}, per_scan.csv, per_class.csv, summary.md, confusion.png")
     if seen:  # again below the scores, where it is read
         print(seen, file=sys.stderr)

@@ -1,7 +1,7 @@
 """Distances between consecutive points along space-filling curves, at the input grid and after pooling.
 
 These are the distances a RelPos module sees (each point to its predecessor along the curve, within one
-scan). ``tools/plot_distances.py`` histograms them to choose ``max_rel_dist`` and the quantile.
+scan). ``pointmamba-plot-distances`` histograms them to choose ``max_rel_dist`` and the quantile.
 """
 from __future__ import annotations
 

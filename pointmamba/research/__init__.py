@@ -1,2 +1,3 @@
-"""Studies that measure the project's choices, run as ``python -m pointmamba.research.NAME``; their
-results live in ``docs/results/``."""
+"""Studies that measure the project's choices, each run as ``python -m pointmamba.research.<name>``:
+calibrate_confidence, removal_check, fit_arch_priors, probe_distance, jaw_accuracy. Their results live in
+``docs/results/``. (The user tools are in :mod:`pointmamba.cli`.)"""

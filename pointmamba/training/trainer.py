@@ -12,7 +12,7 @@ from tqdm import tqdm
 
 from ..utils.atomic_file import append_text, atomic_write
 from ..data.preflight import check_dataset, mirrored_scans
-from ..utils.device import DeviceError, autocast, resolve_device  # noqa: F401 - DeviceError: old import path
+from ..utils.device import autocast, resolve_device
 from ..evaluation.evaluate import evaluate
 from ..checkpoints.checkpoint import (CheckpointError, check_model_config, check_resume_state, load_checkpoint, load_model_weights,
                          save_checkpoint)

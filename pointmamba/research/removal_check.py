@@ -2,8 +2,8 @@
 """Tooth-removal check: remove one tooth at a time from complete arches, count how many of the other
 teeth change their number (see pointmamba/evaluation/removal_check.py).
 
-    tools/removal_check.py --config FILE [--checkpoint CKPT] [--average-with CKPT ...] [--split val]
-                           [--mode delete|flatten|close] --out DIR [--set key=value ...]
+    python -m pointmamba.research.removal_check --config FILE [--checkpoint CKPT] [--average-with CKPT ...]
+        [--split val] [--mode delete|flatten|close] --out DIR [--set key=value ...]
 
 Complete arches are those whose reference holds positions 1..7 on both sides. Prediction is the full
 path of tools/predict.py (the ``infer`` section; switch with --set infer.KEY=VALUE). Writes
@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 
 from ..utils import finite_json
-from ._common import add_average_with_arg, add_config_args, open_eval_run, parse_args, run_main
+from ..cli._common import add_average_with_arg, add_config_args, open_eval_run, parse_args, run_main
 
 
 def main() -> None:
@@ -65,7 +65,7 @@ def main() -> None:
 
 
 def cli() -> None:
-    """Entry point of ``pointmamba-removal-check``."""
+    """Entry point of ``python -m pointmamba.research.removal_check``."""
     run_main(main)
 
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Two-point distance probe: does a position encoding carry position?
 
-    tools/probe_distance.py [--positions none cpe ...] [--seeds 0] [--steps 300] [--out DIR] [--threads 1]
+    python -m pointmamba.research.probe_distance [--positions none cpe ...] [--seeds 0] [--steps 300] [--out DIR]
+        [--threads 1]
 
 Synthetic serialized point sets: each sample is ``--points`` points on a random bumpy height field (one
 point per 1 mm voxel of a 16 x 16 footprint, like a patch of a scan), serialized along z-order and Hilbert
@@ -28,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..utils.atomic_file import atomic_write, write_csv
-from ._common import parse_args, run_main
+from ..cli._common import parse_args, run_main
 
 if TYPE_CHECKING:
     from pointmamba.point.batch import PointBatch
@@ -196,13 +197,13 @@ def main() -> None:
              f"({args.train_batches} distinct training batches), test on {args.test_batches * args.batch_size} held-out "
              f"samples; Linear stem, position slot, {args.depth} BiMamba blocks ({args.channels} channels, curves "
              f"{', '.join(ORDERS)}), MLP on |h_a - h_b| of the two marks; {args.threads} thread(s).")
-    command = "python tools/probe_distance.py " + " ".join(sys.argv[1:])
+    command = "python -m pointmamba.research.probe_distance " + " ".join(sys.argv[1:])
     text = write_tables(rows, Path(args.out), command, setup) if args.out else None
     print(text or "\n".join(f"{r['position']}\t{r['seed']}\t{r['test_mse_mm2']:.4f}\t{r['r2']:.4f}" for r in rows))
 
 
 def cli() -> None:
-    """Entry point of ``pointmamba-probe-distance``."""
+    """Entry point of ``python -m pointmamba.research.probe_distance``."""
     run_main(main)
 
 

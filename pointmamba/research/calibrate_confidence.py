@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Does the review flag mean something? Segment labelled scans and compare the confidence with the truth.
 
-    tools/calibrate_confidence.py SCAN_OR_FOLDER [...] --out DIR [--checkpoint CKPT] [--set infer.KEY=VALUE ...]
-    tools/calibrate_confidence.py --config FILE [--split val] --out DIR [--checkpoint CKPT]
+    python -m pointmamba.research.calibrate_confidence SCAN_OR_FOLDER [...] --out DIR [--checkpoint CKPT]
+        [--set infer.KEY=VALUE ...]
+    python -m pointmamba.research.calibrate_confidence --config FILE [--split val] --out DIR [--checkpoint CKPT]
 
 Each scan needs its Teeth3DS label file beside it (``<stem>.json``). A predicted tooth is **wrong** when
 the reference's most common label on its vertices is not its predicted number (gingiva included); a scan
@@ -13,13 +14,12 @@ reliability table), DIR/reliability.png, DIR/teeth.csv, DIR/scans.csv and DIR/ca
 from __future__ import annotations
 
 import argparse
-import json
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from ..utils import finite_json
-from ._common import parse_args, run_main
+from ..cli._common import parse_args, run_main
 
 SWEEP = (0.3, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 0.8)
 
@@ -76,7 +76,7 @@ def main() -> None:
     shipped = segmenter.checkpoint == DEFAULT_MODEL
     report.update({"checkpoint": f"pointmamba/checkpoints/{DEFAULT_MODEL.name} (the shipped model)" if shipped
                    else str(segmenter.checkpoint), "infer": segmenter.infer})
-    write_outputs(out, scans, report, " ".join(["tools/calibrate_confidence.py", *map(str, args.scans)]
+    write_outputs(out, scans, report, " ".join(["python -m pointmamba.research.calibrate_confidence", *map(str, args.scans)]
                                                 + ([f"--config {args.config} --split {args.split}"] if args.config else [])))
     rows = report["table"]
     print(f"flagged: {rows['flagged']['wrong']}/{rows['flagged']['scans']} wrong; unflagged: "
@@ -258,7 +258,7 @@ def plot_reliability(path: Path, scans: list[dict[str, Any]], report: dict[str, 
 
 
 def cli() -> None:
-    """Entry point of ``pointmamba-calibrate-confidence``."""
+    """Entry point of ``python -m pointmamba.research.calibrate_confidence``."""
     run_main(main)
 
 

@@ -3,7 +3,8 @@
 on the ground truth of a config's training scans, and print them as the ``FITTED`` table of
 ``pointmamba/inference/arch_priors.py``.
 
-    tools/fit_arch_priors.py --config FILE [--set key=value ...] [--out FILE.json] [--no-progress] [--verbose]
+    python -m pointmamba.research.fit_arch_priors --config FILE [--set key=value ...] [--out FILE.json]
+        [--no-progress] [--verbose]
 
 (``--json`` is an alias of ``--out``.)
 
@@ -16,7 +17,7 @@ import argparse
 import pprint
 
 from ..utils import finite_json
-from ._common import add_config_args, parse_args, run_main
+from ..cli._common import add_config_args, parse_args, run_main
 
 
 def main() -> None:
@@ -39,7 +40,7 @@ def main() -> None:
 
 
 def cli() -> None:
-    """Entry point of ``pointmamba-fit-arch-priors``."""
+    """Entry point of ``python -m pointmamba.research.fit_arch_priors``."""
     run_main(main)
 
 

@@ -70,6 +70,22 @@ def test_the_average_is_the_mean_of_each_networks_own_probabilities(pair: tuple[
     assert first_network(both) is both.first and first_network(a) is a
 
 
+def test_networks_on_other_grids_or_with_the_jaw_are_averaged_each_on_its_own_input(
+        pair: tuple[Path, Path, Path], tmp_path: Path) -> None:
+    """The pair shares one prepared batch; a network on another grid gets its own points, and one that takes
+    the jaw as input its extra channel: either way the average is the mean of each network's own."""
+    coords, _, scan = pair
+    other_grid = saved(tmp_path / "grid.pth", TINY_MODEL + ["data.grid_size=0.5"], 2)
+    with_jaw = saved(tmp_path / "jaw.pth", WITH_COORDS + ["data.jaw_feature=true", "model.in_channels=7"], 3)
+    a, a_cfg = load_trained(coords, CPU)
+    for other in (other_grid, with_jaw):
+        b, b_cfg = load_trained(other, CPU)
+        both, cfg = load_trained(coords, CPU, average_with=[other])
+        pa, pb = probabilities(a, a_cfg, scan), probabilities(b, b_cfg, scan)
+        assert np.abs(pa - pb).max() > 0.01
+        np.testing.assert_allclose(probabilities(both, cfg, scan), (pa + pb) / 2, rtol=0, atol=1e-12)
+
+
 def test_a_compact_file_holds_the_pair_and_predicts_as_the_two_files_do(pair: tuple[Path, Path, Path],
                                                                         tmp_path: Path) -> None:
     coords, free, scan = pair

@@ -9,7 +9,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..config import ConfigError, input_features
+from ..config import ConfigError, input_features, input_parts
 from .config import infer_options
 from ..utils.device import autocast
 from ..point.batch import PointBatch
@@ -147,48 +147,66 @@ def summed_view_probabilities(model: nn.Module, arrays: dict[str, np.ndarray], n
     from .averaged_networks import inference_members
 
     members = inference_members(model, cfg)
-    if len(members) == 1:
-        return _summed_one_network(members[0][0], arrays, name, members[0][1], device, views, start)
-    total, transform = None, None
-    for net, net_cfg in members:
-        part, frame = _summed_one_network(net, arrays, name, net_cfg, device, views)
-        if transform is not None and not np.allclose(frame, transform, atol=1e-6):
-            raise ValueError(f"{name}: the averaged networks put the scan in different frames (data sections "
-                             "differ in pose alignment): their probabilities cannot be added")
-        total, transform = (part if total is None else total + part), frame
-    assert total is not None and transform is not None
-    total /= len(members)
+    totals, transform = _summed_networks(members, arrays, name, device, views)
+    total = totals[0]
+    for part in totals[1:]:
+        total = total + part
+    if len(members) > 1:
+        total /= len(members)
     return (total if start is None else start + total), transform
 
 
-def _summed_one_network(model: nn.Module, arrays: dict[str, np.ndarray], name: str, cfg: dict[str, Any],
-                        device: torch.device, views: list[TestView], start: np.ndarray | None = None
-                        ) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`summed_view_probabilities` of one network."""
+def _summed_networks(members: list[tuple[nn.Module, dict[str, Any]]], arrays: dict[str, np.ndarray], name: str,
+                     device: torch.device, views: list[TestView]) -> tuple[list[np.ndarray], np.ndarray]:
+    """Each network's probabilities summed over ``views``, and the transform to the canonical frame.
+
+    The networks of an average see the same points (one grid, one pose): each chunk of views is prepared
+    and batched once, with every input channel any of them takes, and each network gets its own columns of
+    it. The batch's neighbour maps and curve routes, built by the first network, serve the others (half
+    the preparation of two networks; the probabilities are those of separate batches, bit for bit)."""
     from ..data import collate, mirror_class
     from ..data.dataset import make_item
 
-    d = cfg["data"]
-    total = start
+    grids = {float(c["data"]["grid_size"]) for _, c in members}
+    if len(grids) > 1:  # different points: nothing to share
+        parts = [_summed_networks([m], arrays, name, device, views) for m in members]
+        frames = [frame for _, frame in parts]
+        if any(not np.allclose(f, frames[0], atol=1e-6) for f in frames[1:]):
+            raise ValueError(f"{name}: the averaged networks put the scan in different frames (data sections "
+                             "differ in pose alignment): their probabilities cannot be added")
+        return [total for (total,), _ in parts], frames[0]
+    d = members[0][1]["data"]
+    union = {key: any(input_features(c["data"])[key] for _, c in members) for key in ("coord_feature", "jaw_feature")}
+    columns, start = {}, 0
+    for part, width in input_parts(union):
+        columns[part] = list(range(start, start + width))
+        start += width
+    takes = [[col for part, _ in input_parts(c["data"]) for col in columns[part]] for _, c in members]
+    totals: list[np.ndarray | None] = [None] * len(members)
     transform = None
     for first in range(0, len(views), _VIEWS_PER_BATCH):
         chunk = views[first:first + _VIEWS_PER_BATCH]
         with timed("preprocess"):
             items = [make_item(arrays, name=name, num_classes=d["num_classes"], grid_size=d["grid_size"],
                                align=d["align"], mode="test", rng=np.random.default_rng(0), augment=view,
-                               **input_features(d)) for view in chunk]
-            batch = collate(items)
-        with timed("network"):
-            batch, logits = predict_batch(model, batch, device, bool(cfg["train"]["amp"]))
-            rows = batch.extra["vertex_row"]
-            per_view = torch.softmax(logits, 1)[rows].cpu().numpy().astype(np.float64).reshape(len(chunk), -1, logits.shape[1])
-        for view, item, probs in zip(chunk, items, per_view):
-            if view.mirror:
-                probs = probs[:, mirror_class(np.arange(probs.shape[1]), d["num_classes"])]
-            transform = np.asarray(item["transform"])  # the frame before the view's own transform
-            total = probs if total is None else total + probs
-    assert total is not None and transform is not None
-    return total, transform
+                               **union) for view in chunk]
+            batch = collate(items).to(device)
+        full = batch.feat
+        for k, (net, net_cfg) in enumerate(members):
+            with timed("network"):
+                batch.feat = full if takes[k] == list(range(full.shape[1])) else full[:, takes[k]].contiguous()
+                _, logits = predict_batch(net, batch, device, bool(net_cfg["train"]["amp"]))
+                rows = batch.extra["vertex_row"]
+                per_view = torch.softmax(logits, 1)[rows].cpu().numpy().astype(np.float64).reshape(
+                    len(chunk), -1, logits.shape[1])
+            for view, item, probs in zip(chunk, items, per_view):
+                if view.mirror:
+                    probs = probs[:, mirror_class(np.arange(probs.shape[1]), d["num_classes"])]
+                transform = np.asarray(item["transform"])  # the frame before the view's own transform
+                totals[k] = probs if totals[k] is None else totals[k] + probs
+        batch.feat = full
+    assert transform is not None and all(t is not None for t in totals)
+    return totals, transform
 
 
 def refine(probs: np.ndarray, aligned: np.ndarray, faces: np.ndarray, normals: np.ndarray, jaw: str | None,

@@ -23,6 +23,7 @@ from pointmamba.utils.cpu_runtime import tune_cpu_runtime  # noqa: E402
 tune_cpu_runtime()  # as tools/ do, before torch is imported
 
 from pointmamba.data import DEFAULT_AUGMENT, Teeth3DSDataset, read_labels, read_obj, save_scan, synthetic_jaw  # noqa: E402
+from pointmamba.data.dataset import ItemOptions  # noqa: E402
 
 
 def _median_time(fn, repeat: int) -> float:
@@ -43,7 +44,7 @@ def run(vertices: int, repeat: int) -> dict:
         t_synth20k = _median_time(lambda: synthetic_jaw(1, "lower", 20000), repeat)
         obj = save_scan(root, scan)
         (root / "all.txt").write_text(f"{scan.id_patient}_upper\n")
-        kw = dict(split_file=root / "all.txt", cache_dir=cache, grid_size=0.2, mode="test")
+        kw = dict(split_file=root / "all.txt", cache_dir=cache, items=ItemOptions(grid_size=0.2, mode="test"))
 
         def first() -> None:
             for f in cache.glob("*"):
@@ -64,7 +65,7 @@ def run(vertices: int, repeat: int) -> dict:
         mem = Teeth3DSDataset(root, in_memory=True, **kw)
         mem[0]
         result["in_memory_item_s"] = _median_time(lambda: mem[0], repeat)
-        train = Teeth3DSDataset(root, **{**kw, "mode": "train"}, augment=DEFAULT_AUGMENT)
+        train = Teeth3DSDataset(root, **{**kw, "items": ItemOptions(grid_size=0.2, mode="train", augment=DEFAULT_AUGMENT)})
         train[0]
         result["cached_train_item_s"] = _median_time(lambda: train[0], repeat)
         result["rows_after_grid"] = int(len(mem[0]["coord"]))

@@ -11,6 +11,7 @@ import pytest
 
 from pointmamba.config import ConfigError, load_config
 from pointmamba.data import ScanFormatError, Teeth3DSDataset, find_scans
+from pointmamba.data.dataset import ItemOptions
 from pointmamba.data.synthetic import write_dataset
 from pointmamba.training.data_builders import build_dataset, ensure_data
 
@@ -93,7 +94,7 @@ def test_missing_root_in_a_list_is_named(two_roots: tuple[Path, Path], tmp_path:
 def test_position_labelled_roots_weigh_incomplete_arches(two_roots: tuple[Path, Path], tmp_path: Path) -> None:
     a, b = two_roots
     ds = Teeth3DSDataset([a, b], split="all", cache_dir=tmp_path / "cache", position_label_roots=[b],
-                         position_label_weight=0.25, missing_teeth={"p": 1.0})
+                         items=ItemOptions(position_label_weight=0.25, missing_teeth={"p": 1.0}))
     for i, name in enumerate(ds.names):
         labels = ds.preprocessed(i)["labels"]
         jaw = "upper" if name.endswith("upper") else "lower"

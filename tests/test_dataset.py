@@ -11,6 +11,7 @@ import torch
 from pointmamba.data import (DEFAULT_AUGMENT, IGNORE_INDEX, ScanFormatError, Teeth3DSDataset, apply_transform,
                              collate, fdi_to_class, load_scan, vertex_normals)
 from pointmamba.data import dataset as dataset_module
+from pointmamba.data.dataset import ItemOptions
 from pointmamba.data.synthetic import write_dataset
 from pointmamba.point.batch import PointBatch
 
@@ -49,13 +50,13 @@ def test_selection_errors_name_the_source(root: Path, tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="nosuch.txt"):
         Teeth3DSDataset(root, split="nosuch", cache_dir=False)
     with pytest.raises(ValueError, match="num_classes"):
-        Teeth3DSDataset(root, split="all", num_classes=16, cache_dir=False)
+        Teeth3DSDataset(root, split="all", items=ItemOptions(num_classes=16), cache_dir=False)
     with pytest.raises(ValueError, match="unknown jaw"):
         Teeth3DSDataset(root, split="all", jaw="both", cache_dir=False)
 
 
 def test_item_contents(root: Path) -> None:
-    ds = Teeth3DSDataset(root, names=["SYN00001_lower"], grid_size=0.3, cache_dir=False)
+    ds = Teeth3DSDataset(root, names=["SYN00001_lower"], items=ItemOptions(grid_size=0.3), cache_dir=False)
     item = ds[0]
     scan = load_scan(ds.paths[0])
     n, v = len(item["coord"]), scan.num_vertices
@@ -77,13 +78,14 @@ def test_item_contents(root: Path) -> None:
     # aligned: crowns towards +z
     teeth = item["segment"] > 0
     assert item["coord"][teeth, 2].mean() > item["coord"][~teeth, 2].mean()
-    ds33 = Teeth3DSDataset(root, names=["SYN00001_lower"], num_classes=33, cache_dir=False)
+    ds33 = Teeth3DSDataset(root, names=["SYN00001_lower"], items=ItemOptions(num_classes=33), cache_dir=False)
     seg = ds33[0]["segment"]
     assert seg.max() > 16 and set(np.unique(seg)) <= {0} | set(range(17, 33))
 
 
 def test_unaligned_and_capped(root: Path) -> None:
-    ds = Teeth3DSDataset(root, names=["SYN00002_upper"], align=False, max_points=500, cache_dir=False)
+    ds = Teeth3DSDataset(root, names=["SYN00002_upper"], items=ItemOptions(align=False, max_points=500),
+                         cache_dir=False)
     item = ds[0]
     scan = load_scan(ds.paths[0])
     assert len(item["coord"]) == 500 and item["vertex_row"].shape == (scan.num_vertices,)
@@ -128,8 +130,47 @@ def test_cache_avoids_parsing_and_follows_file_changes(root: Path, tmp_path: Pat
         Teeth3DSDataset(root, names=["SYN00003_upper"], cache_dir=cache)[0]
 
 
+def test_cache_key_is_unchanged_by_the_item_options(tmp_path: Path, monkeypatch) -> None:
+    """A scan's cache file is named by CACHE_VERSION and its mesh's and label file's path, mtime and size
+    alone: no item option enters it (a changed key would silently preprocess every user's cache again).
+    The name was recorded with the dataset as it was before :class:`ItemOptions` (commit 03a6ab7)."""
+    mesh = tmp_path / "K" / "K_upper.obj"
+    mesh.parent.mkdir()
+    mesh.write_bytes(b"v 0 0 0\n" * 3)
+    mesh.with_suffix(".json").write_bytes(b"{}")
+    for f in (mesh, mesh.with_suffix(".json")):
+        os.utime(f, ns=(1_700_000_000_000_000_000,) * 2)
+    sets = [Teeth3DSDataset(tmp_path, split="all", cache_dir=tmp_path / "c", items=items)
+            for items in (ItemOptions(), ItemOptions(num_classes=33, grid_size=0.3, augment={"mirror": 0.5}),
+                          ItemOptions(align=False, max_points=100, jaw_feature=True, coord_feature=False,
+                                      missing_teeth={"p": 1.0}, position_label_weight=0.5, mode="train", seed=7))]
+    real = Path.resolve  # the key holds the files' absolute paths: give them one independent of tmp_path
+    monkeypatch.setattr(Path, "resolve", lambda self, strict=False: Path("/scans") / self.relative_to(tmp_path)
+                        if self.is_relative_to(tmp_path) else real(self, strict))
+    for ds in sets:
+        assert ds._cache_path(ds.paths[0]) == tmp_path / "c" / "K_upper-fefc3ef027a23e0bf448.npz"
+
+
+def test_item_options_are_checked_and_named(root: Path) -> None:
+    for bad, field in [(dict(num_classes=16), "num_classes"), (dict(grid_size=-1), "grid_size"),
+                       (dict(max_points=0), "max_points"), (dict(augment={"nosuch": 1}), "augment"),
+                       (dict(missing_teeth={"p": 2.0}), "missing_teeth"), (dict(mode="eval"), "mode"),
+                       (dict(position_label_weight=-0.5), "position_label_weight")]:
+        with pytest.raises(ValueError, match=f"^ItemOptions.{field}"):
+            ItemOptions(**bad)
+    o = ItemOptions(grid_size=0, augment={}, align=0)
+    assert o.grid_size is None and o.augment is None and o.align is False
+    with pytest.raises(AttributeError):
+        o.grid_size = 0.3  # frozen
+    # the dataset settles the mode by its split, and shows the options as its attributes
+    assert Teeth3DSDataset(root, split="train", cache_dir=False).items.mode == "train"
+    ds = Teeth3DSDataset(root, split="all", items=ItemOptions(num_classes=33, max_points=300), cache_dir=False)
+    assert (ds.items.mode, ds.mode, ds.num_classes, ds.max_points, ds.augment) == ("test", "test", 33, 300, None)
+    assert len(ds[0]["coord"]) == 300
+
+
 def test_epoch_seeded_randomness(root: Path, tmp_path: Path) -> None:
-    kw = dict(split="train", augment=DEFAULT_AUGMENT, cache_dir=tmp_path / "c", seed=3)
+    kw = dict(split="train", items=ItemOptions(augment=DEFAULT_AUGMENT, seed=3), cache_dir=tmp_path / "c")
     a, b = Teeth3DSDataset(root, **kw), Teeth3DSDataset(root, **kw)
     x0 = a[1]
     assert np.array_equal(x0["coord"], b[1]["coord"])  # same (seed, epoch, index): same item
@@ -140,12 +181,12 @@ def test_epoch_seeded_randomness(root: Path, tmp_path: Path) -> None:
     b.set_epoch(1)
     assert np.array_equal(x1["coord"], b[1]["coord"])  # resumable: epoch 1 is epoch 1
     assert np.array_equal(x1["vertex_segment"] >= 0, x0["vertex_segment"] >= 0)
-    c = Teeth3DSDataset(root, **{**kw, "seed": 4})
+    c = Teeth3DSDataset(root, **{**kw, "items": ItemOptions(augment=DEFAULT_AUGMENT, seed=4)})
     assert not np.array_equal(c[1]["coord"], x0["coord"])
 
 
 def test_collate_builds_a_point_batch(root: Path, tmp_path: Path) -> None:
-    ds = Teeth3DSDataset(root, split="all", grid_size=0.25, cache_dir=tmp_path / "c")
+    ds = Teeth3DSDataset(root, split="all", items=ItemOptions(grid_size=0.25), cache_dir=tmp_path / "c")
     items = [ds[i] for i in (0, 3, 5)]
     batch = collate(items)
     assert isinstance(batch, PointBatch)
@@ -172,7 +213,7 @@ def test_collate_builds_a_point_batch(root: Path, tmp_path: Path) -> None:
 
 
 def test_shared_scans_through_the_dataset(scans_dir: Path, tmp_path: Path) -> None:
-    ds = Teeth3DSDataset(scans_dir, split="all", jaw="lower", cache_dir=tmp_path / "c", grid_size=0.2)
+    ds = Teeth3DSDataset(scans_dir, split="all", jaw="lower", cache_dir=tmp_path / "c", items=ItemOptions(grid_size=0.2))
     assert len(ds) == 24
     batch = collate([ds[0], ds[1]])
     seg = batch.extra["segment"]

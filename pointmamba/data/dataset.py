@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import hashlib
 import io
+import math
 import os
 import re
 import warnings
+from dataclasses import dataclass, replace
 from os import PathLike
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
@@ -96,6 +98,71 @@ def _file_key(path: Path) -> str:
     return f"{path.resolve()}|{st.st_mtime_ns}|{st.st_size}"
 
 
+@dataclass(frozen=True)
+class ItemOptions:
+    """What each scan of a :class:`Teeth3DSDataset` becomes as a model input (:func:`make_item`), checked
+    here: a bad value is a ``ValueError`` naming its field.
+
+    ``num_classes`` 17 or 33 (see :mod:`pointmamba.data.fdi`); ``grid_size`` in mm (None/0: every vertex);
+    ``max_points`` caps the rows (None: no cap); ``align`` applies :func:`canonical_pose`; ``augment`` an
+    :class:`Augment` or its config dict (None: off); ``missing_teeth`` a :class:`MissingTeeth` or its config
+    (None: off; only arches whose labels are identities get it); ``jaw_feature`` / ``coord_feature`` the
+    input channels (see :func:`make_item`); ``position_label_weight`` the loss weight of a position-labelled
+    scan whose arch misses a tooth (item key ``weight``); ``mode`` "train" (a random point per voxel) or
+    "test" (deterministic), None: the dataset decides by its split; ``seed``: item i of epoch e is drawn
+    from ``(seed, e, i)``."""
+
+    num_classes: int = 17
+    grid_size: float | None = 0.2
+    max_points: int | None = None
+    align: bool = True
+    augment: Augment | Mapping[str, Any] | None = None
+    missing_teeth: MissingTeeth | Mapping[str, Any] | None = None
+    jaw_feature: bool = False
+    coord_feature: bool = True
+    position_label_weight: float = 1.0
+    mode: str | None = None
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        def put(name: str, value: Any) -> None:
+            object.__setattr__(self, name, value)
+
+        def built(name: str, kind: type, config: Any) -> Any:
+            if config is None or isinstance(config, kind):
+                return config
+            try:
+                return kind(config)
+            except (TypeError, ValueError) as exc:
+                raise ValueError(f"ItemOptions.{name}: {exc}") from exc
+
+        try:
+            check_num_classes(self.num_classes)
+        except ValueError as exc:
+            raise ValueError(f"ItemOptions.{exc}") from exc
+        put("num_classes", int(self.num_classes))
+        if self.grid_size is not None and not self.grid_size >= 0:
+            raise ValueError(f"ItemOptions.grid_size must be >= 0 or None, got {self.grid_size}")
+        put("grid_size", float(self.grid_size) if self.grid_size else None)
+        if self.max_points is not None and not (int(self.max_points) == self.max_points and self.max_points > 0):
+            raise ValueError(f"ItemOptions.max_points must be a positive integer or None, got {self.max_points!r}")
+        put("augment", built("augment", Augment, self.augment or None))
+        put("missing_teeth", built("missing_teeth", MissingTeeth, self.missing_teeth))
+        for name in ("align", "jaw_feature", "coord_feature"):
+            put(name, bool(getattr(self, name)))
+        if not (math.isfinite(self.position_label_weight) and self.position_label_weight >= 0):
+            raise ValueError(f"ItemOptions.position_label_weight must be >= 0, got {self.position_label_weight!r}")
+        put("position_label_weight", float(self.position_label_weight))
+        if self.mode is not None and self.mode not in GRID_MODES:
+            raise ValueError(f"ItemOptions.mode must be one of {GRID_MODES} or None, got {self.mode!r}")
+        put("seed", int(self.seed))
+
+
+def _item_option(name: str) -> property:
+    """The dataset's ``name``: its :class:`ItemOptions`' field."""
+    return property(lambda self: getattr(self.items, name), doc=f"``items.{name}`` (see :class:`ItemOptions`)")
+
+
 class Teeth3DSDataset:
     """Jaw scans under ``root`` in Teeth3DS layout (``<ID>/<ID>_<jaw>.obj`` + ``.json``; any folder depth).
     ``root`` is one folder or a list of them (scan names unique across them).
@@ -104,17 +171,16 @@ class Teeth3DSDataset:
     ``root/<split>.txt``; ``split="all"`` (or None) takes every scan found; ``exclude`` (names as in
     ``names``) are then left out. ``jaw`` keeps one jaw.
 
-    Labels: scans under ``position_label_roots`` are labelled by position along the arch, not by
-    identity (see ``../shared/data/README.md``); those whose arch misses a tooth weigh
-    ``position_label_weight`` in the loss (item key ``weight``), and only complete ones are given to
-    ``missing_teeth`` (a :class:`MissingTeeth` config, None: off).
+    What each scan becomes: ``items`` (an :class:`ItemOptions`; its ``mode`` None: "train" when the scans
+    come from ``split="train"`` (``root/train.txt``), else "test"). Its fields are also the dataset's
+    attributes (``ds.num_classes``, ``ds.augment``, ...).
 
-    ``num_classes`` 17 or 33 (see :mod:`pointmamba.data.fdi`); ``grid_size`` in mm (None/0: every
-    vertex); ``max_points`` caps the rows; ``augment`` a dict for :class:`Augment` (None: off);
-    ``align`` applies :func:`canonical_pose`; ``cache_dir`` None: :func:`default_cache_dir`, False: no
-    disk cache; ``in_memory`` also keeps preprocessed scans in memory; ``mode`` "train" (a random point
-    per voxel) or "test" (deterministic); default "train" when the scans come from ``split="train"``
-    (``root/train.txt``), else "test".
+    Labels: scans under ``position_label_roots`` (some of the data roots) are labelled by position along
+    the arch, not by identity (see ``../shared/data/README.md``); those whose arch misses a tooth weigh
+    ``items.position_label_weight`` in the loss, and only complete ones are given to ``items.missing_teeth``.
+
+    Storage: ``cache_dir`` None: :func:`default_cache_dir`, False: no disk cache; ``in_memory`` also keeps
+    preprocessed scans in memory.
 
     ``ds[i]`` is a dict: ``coord`` (N, 3) float32 (aligned, centred, augmented), ``feat`` (N, 6) float32
     (coord and vertex normal), ``segment`` (N,) int64 class ids (-100 = no label), ``index`` (N,) int64
@@ -123,59 +189,56 @@ class Teeth3DSDataset:
     ``weight`` (the scan's loss weight).
     """
 
+    num_classes = _item_option("num_classes")
+    grid_size = _item_option("grid_size")
+    max_points = _item_option("max_points")
+    align = _item_option("align")
+    augment = _item_option("augment")
+    missing_teeth = _item_option("missing_teeth")
+    jaw_feature = _item_option("jaw_feature")
+    coord_feature = _item_option("coord_feature")
+    position_label_weight = _item_option("position_label_weight")
+    mode = _item_option("mode")
+    seed = _item_option("seed")
+
     def __init__(
         self,
         root: str | PathLike | Sequence[str | PathLike],
         split: str | None = "train",
         split_file: str | PathLike | None = None,
         names: Sequence[str] | None = None,
-        num_classes: int = 17,
         jaw: str | None = None,
-        grid_size: float | None = 0.2,
-        max_points: int | None = None,
-        augment: Mapping[str, Any] | None = None,
-        align: bool = True,
-        cache_dir: str | PathLike | None | bool = None,
-        seed: int = 0,
-        mode: str | None = None,
-        in_memory: bool = False,
-        jaw_feature: bool = False,
         exclude: Sequence[str] | None = None,
+        items: ItemOptions | None = None,
         position_label_roots: Sequence[str | PathLike] = (),
-        position_label_weight: float = 1.0,
-        missing_teeth: Mapping[str, Any] | None = None,
-        coord_feature: bool = True,
+        cache_dir: str | PathLike | None | bool = None,
+        in_memory: bool = False,
     ) -> None:
         self.roots = data_roots(root)
         self.root = self.roots[0]  # where split files live by default
         for r in self.roots:
             if not r.is_dir():
                 raise FileNotFoundError(f"{r}: dataset root not found")
-        where_all = ", ".join(map(str, self.roots))
-        self.num_classes = check_num_classes(num_classes)
         self.jaw = check_jaw(jaw, allow_none=True)
-        if grid_size is not None and grid_size < 0:
-            raise ValueError(f"grid_size must be >= 0 or None, got {grid_size}")
-        self.grid_size = float(grid_size) if grid_size else None
-        self.max_points = max_points
-        self.augment = Augment(augment) if augment else None
-        self.align = bool(align)
-        self.seed = int(seed)
+        items = items or ItemOptions()
         from_train_split = split == "train" and names is None and split_file is None
-        self.mode = mode or ("train" if from_train_split else "test")
-        if self.mode not in GRID_MODES:
-            raise ValueError(f"mode must be one of {GRID_MODES}, got {mode!r}")
+        self.items = replace(items, mode=items.mode or ("train" if from_train_split else "test"))
         if cache_dir is None or cache_dir is True:
             cache_dir = default_cache_dir()
         self.cache_dir = Path(cache_dir) if cache_dir is not False else None
         self.in_memory = in_memory
-        self.jaw_feature = bool(jaw_feature)
-        self.coord_feature = bool(coord_feature)
-        self.missing_teeth = MissingTeeth(missing_teeth) if missing_teeth is not None else None
-        self.position_label_weight = float(position_label_weight)
         self._memory: dict[str, dict[str, np.ndarray]] = {}
         self.epoch = 0
+        self.names, self.paths = self._select(split, split_file, names, exclude)
+        self.identity_labels = self._identity_labels(position_label_roots)
+        # the data root each scan came from, by its folder name (results are reported per source)
+        self.sources = [next((r.name for r in self.roots if p.is_relative_to(r)), self.roots[0].name)
+                        for p in self.paths]
 
+    def _select(self, split: str | None, split_file: str | PathLike | None, names: Sequence[str] | None,
+                exclude: Sequence[str] | None) -> tuple[list[str], list[Path]]:
+        """The names and mesh paths of the scans picked (see the class doc); errors name the list to blame."""
+        where_all = ", ".join(map(str, self.roots))
         found = find_scans(self.roots)
         source: str | Path
         if names is not None:
@@ -192,30 +255,32 @@ class Teeth3DSDataset:
             entries = read_split(source)
         where = source if isinstance(source, Path) else self.root  # the file (or folder) to blame
         field = "split" if isinstance(source, Path) else source
-        self.names: list[str] = []
+        picked: list[str] = []
         for entry in entries:
             for s in _resolve_name(entry, found, where, field, where_all):
                 if self.jaw is not None and jaw_from_name(s) != self.jaw:
                     continue
-                if s in self.names:
+                if s in picked:
                     raise ScanFormatError(where, field, f"scan {s!r} listed twice")
-                self.names.append(s)
+                picked.append(s)
         dropped = {s for entry in (exclude or ()) for s in _resolve_name(entry, found, "config",
                                                                          "data.train_exclude", where_all)}
-        self.names = [s for s in self.names if s not in dropped]
-        if not self.names:
+        picked = [s for s in picked if s not in dropped]
+        if not picked:
             raise ValueError(f"Teeth3DSDataset: no scans selected under {where_all} ({source}, jaw={self.jaw})")
-        self.paths = [found[s] for s in self.names]
+        return picked, [found[s] for s in picked]
+
+    def _identity_labels(self, position_label_roots: Sequence[str | PathLike]) -> list[bool]:
+        """Per scan, whether its root labels teeth by identity (not one of ``position_label_roots``, each of
+        which must be a data root)."""
         resolved = [r.resolve() for r in self.roots]
         position_roots = []
         for r in position_label_roots:
             if Path(r).expanduser().resolve() not in resolved:
+                where_all = ", ".join(map(str, self.roots))
                 raise ValueError(f"data.position_label_roots: {r} is not one of the data roots ({where_all})")
             position_roots.append(self.roots[resolved.index(Path(r).expanduser().resolve())])
-        self.identity_labels = [not any(p.is_relative_to(r) for r in position_roots) for p in self.paths]
-        # the data root each scan came from, by its folder name (results are reported per source)
-        self.sources = [next((r.name for r in self.roots if p.is_relative_to(r)), self.roots[0].name)
-                        for p in self.paths]
+        return [not any(p.is_relative_to(r) for r in position_roots) for p in self.paths]
 
     # ------------------------------------------------------------------ epochs and length
     def set_epoch(self, epoch: int) -> None:

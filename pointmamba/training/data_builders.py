@@ -43,7 +43,7 @@ def build_dataset(cfg: dict[str, Any], split: str, train: bool) -> Any:
     ``<split_dir>/<name>.txt``; a split named ``all`` takes every scan under the root."""
     from ..config import input_features, resolve_augment, resolve_missing_teeth
     from ..data import Teeth3DSDataset
-    from ..data.dataset import data_roots, split_path
+    from ..data.dataset import ItemOptions, data_roots, split_path
 
     d = cfg["data"]
     root = data_roots(d["root"])
@@ -57,25 +57,28 @@ def build_dataset(cfg: dict[str, Any], split: str, train: bool) -> Any:
                 f"split list {str(split_file)!r} not found for data.{split}_split={split_name!r}: write one "
                 f"<ID> or <ID>_<jaw> per line, or pass --set data.{split}_names=[...] or data.split_dir=DIR"
             )
+    items = ItemOptions(
+        num_classes=d["num_classes"],
+        grid_size=d["grid_size"],
+        max_points=d["max_points"] if train else None,
+        align=d["align"],
+        augment=resolve_augment(d["augment"]) if train else None,
+        missing_teeth=resolve_missing_teeth(d["missing_teeth"]) if train else None,
+        **input_features(d),
+        position_label_weight=d["position_label_weight"],
+        mode="train" if train else "test",  # train: a random point per voxel; test: deterministic
+        seed=cfg["seed"],
+    )
     return Teeth3DSDataset(
         root,
         split=split_name,
         split_file=split_file,
         names=names,
-        num_classes=d["num_classes"],
         jaw=d["jaw"],
-        grid_size=d["grid_size"],
-        max_points=d["max_points"] if train else None,
-        augment=resolve_augment(d["augment"]) if train else None,
-        align=d["align"],
-        cache_dir=d["cache_dir"],
-        seed=cfg["seed"],
-        mode="train" if train else "test",  # train: a random point per voxel; test: deterministic
-        **input_features(d),
         exclude=d["train_exclude"] if split == "train" else None,
+        items=items,
         position_label_roots=d["position_label_roots"],
-        position_label_weight=d["position_label_weight"],
-        missing_teeth=resolve_missing_teeth(d["missing_teeth"]) if train else None,
+        cache_dir=d["cache_dir"],
     )
 
 

@@ -6,7 +6,7 @@ Only numpy/scipy/plyfile are imported here; torch is imported by :func:`collate`
 from __future__ import annotations
 
 from .augment import DEFAULT_AUGMENT, Augment, mirror, random_rotation
-from .dataset import Teeth3DSDataset, collate, find_scans, preprocess, read_split
+from .dataset import ItemOptions, Teeth3DSDataset, collate, find_scans, preprocess, read_split
 from .errors import ScanFormatError
 from .fdi import (CLASS_NAMES, IGNORE_INDEX, LOWER_FDI, UPPER_FDI, class_colors, class_to_fdi, fdi_name,
                   fdi_to_class, mirror_class, mirror_fdi)
@@ -28,7 +28,7 @@ def __getattr__(name: str):  # noqa: ANN202 - lazy, so `python -m pointmamba.dat
 
 
 __all__ = [
-    "CLASS_NAMES", "DEFAULT_AUGMENT", "IGNORE_INDEX", "LOWER_FDI", "UPPER_FDI", "Augment", "LabelFile", "Scan",
+    "CLASS_NAMES", "DEFAULT_AUGMENT", "IGNORE_INDEX", "LOWER_FDI", "UPPER_FDI", "Augment", "ItemOptions", "LabelFile", "Scan",
     "ScanFormatError", "Teeth3DSDataset", "alignment_errors", "apply_transform", "canonical_pose", "cap_points",
     "class_colors", "class_to_fdi", "collate", "fdi_name", "fdi_to_class", "find_scans", "grid_sample",
     "instances_from_labels", "load_scan", "mirror", "mirror_class", "mirror_fdi", "preprocess", "random_rotation",

@@ -1,4 +1,4 @@
-"""Checking a data set scan by scan, for ``tools/check_data.py``: readable mesh, labels vs vertices, FDI
+"""Checking a data set scan by scan, for ``pointmamba-check-data``: readable mesh, labels vs vertices, FDI
 numbers valid for the jaw, units (extent), completeness, and the anatomical side check.
 
 Each scan gets a :class:`ScanReport` with a status: ``ok``, ``warn`` (usable, but look at it: e.g. the

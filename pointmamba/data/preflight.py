@@ -155,7 +155,7 @@ def check_dataset(dataset: Any, what: str, progress: bool = False) -> None:
     if problems:
         root = getattr(dataset, "root", "DIR")
         _raise_collected([f"{what} set: {p}" for p in problems[:1]] + problems[1:],
-                         f"{what} scans; tools/check_data.py {root} lists them all")
+                         f"{what} scans; pointmamba-check-data {root} lists them all")
 
 
 def mirrored_scans(dataset: Any) -> list[tuple[Path, str]]:

@@ -114,7 +114,7 @@ def check_fits(decision: UnitsDecision, max_mm: float, path: str | PathLike | No
 
 def check_millimetres(vertices: np.ndarray, path: str | PathLike | None = None) -> None:
     """Raise :class:`UnitsError` unless the scan's extent is a jaw's in mm (for training and test data,
-    which must be in mm; ``tools/check_data.py`` reports the unit each scan seems to be in)."""
+    which must be in mm; ``pointmamba-check-data`` reports the unit each scan seems to be in)."""
     decision = infer_units(vertices, "auto", path)
     if decision.factor != 1.0:
         raise UnitsError(f"{path}: {decision.extent:.4g} across: looks like {decision.units}, not mm (a jaw is "

@@ -2,7 +2,7 @@
 position is missing, and the spacing of neighbouring teeth, per jaw.
 
 They are measured on the ground truth of labelled scans with the functions inference uses
-(:func:`fit_priors`; ``python tools/fit_arch_priors.py`` prints the table below). ``FITTED`` holds the
+(:func:`fit_priors`; ``python -m pointmamba.research.fit_arch_priors`` prints the table below). ``FITTED`` holds the
 figures measured on the training scans of ``../shared/data`` (both sources, the val patients of both
 splits left out; position-labelled arches only where complete). Positions are 1..8 (central incisor ..
 third molar), pooled over the two sides.
@@ -17,7 +17,7 @@ import numpy as np
 
 from ..data.arch import gap_mm, index_of_fdi, measure_instances, per_index, position_of_index
 
-# measured by tools/fit_arch_priors.py (see module doc); widths and gaps in mm
+# measured by python -m pointmamba.research.fit_arch_priors (see module doc); widths and gaps in mm
 FITTED: dict[str, dict[str, Any]] = {
     "upper": {"width_mean": [7.92, 6.5, 7.09, 6.63, 6.29, 9.47, 8.68, 6.69],
               "width_sd": [0.8, 0.8, 0.8, 0.8, 0.8, 0.8, 0.8, 0.8],

@@ -29,7 +29,7 @@ Per scan: the lowest tooth confidence, and ``review`` with one reason per findin
 A side read under a given dentition is not flagged for what that dentition explains (a molar-sized "5"
 under ``mixed``, a skipped 4 under ``permanent``).
 
-The thresholds were chosen on validation scans; ``tools/calibrate_confidence.py`` measures them (reliability
+The thresholds were chosen on validation scans; ``python -m pointmamba.research.calibrate_confidence`` measures them (reliability
 plot, how often a flagged and an unflagged scan were wrong): ``docs/results/confidence/``.
 """
 from __future__ import annotations

@@ -19,7 +19,7 @@ pieces of one label after the graph cut), then numbered together:
    the confidence of its number and the runner-up.
 
 The priors (widths, spacing, missing rates) were measured on the ground truth of the training scans,
-with the same measuring functions as inference uses (``tools/fit_arch_priors.py``, see
+with the same measuring functions as inference uses (``python -m pointmamba.research.fit_arch_priors``, see
 :mod:`pointmamba.inference.arch_priors`).
 """
 from __future__ import annotations

@@ -3,7 +3,7 @@
 On a diagnostics step, ``before_step`` sets ``record = {}`` on every RelPos module, so that step's
 forward stores detached intermediates there; ``after_backward`` (gradients populated, before clipping)
 reads them and the gradients, writes TensorBoard scalars (and histograms), one console line and one line
-of ``diagnostics.jsonl`` in the work dir (what ``tools/ablate.py`` tabulates), and sets ``record = None``
+of ``diagnostics.jsonl`` in the work dir (what ``pointmamba-ablate`` tabulates), and sets ``record = None``
 again. With ``diagnostics.epoch_ends`` it also runs on the first step (the model at init, the first batch's
 gradients) and on the last step of every epoch. Between diagnostics steps the hook costs one modulo per step; with
 ``diagnostics.interval: 0`` the trainer does not create it at all.

@@ -144,7 +144,7 @@ class Trainer:
             if val_set is not None:
                 check_dataset(val_set, "validation", progress=t["progress"] and self.is_main)
             for path, reason in mirrored_scans(self.train_set) if self.is_main else []:
-                self.log(f"warning: {path}: {reason}; check its labels (tools/check_data.py)")
+                self.log(f"warning: {path}: {reason}; check its labels (pointmamba-check-data)")
         except (ValueError, FileNotFoundError) as exc:
             self.log(f"error: {exc}")
             raise

@@ -1,7 +1,7 @@
 """Which scans a checkpoint was trained on, so that a score measured on them is named as such.
 
 The trainer records the names (stems, ``<ID>_<jaw>``) of its training scans in every checkpoint
-(``train_scans``; with ``train.init_from``, the starting model's too), and ``tools/export_model.py`` keeps
+(``train_scans``; with ``train.init_from``, the starting model's too), and ``pointmamba-export-model`` keeps
 them. A checkpoint written before that has no list: it is derived from its stored config where that
 determines it (explicit ``data.train_names``, a split file that is here, or ``train_split: all`` with its
 data roots here: every scan under them), less ``data.train_exclude``. ``tools/test.py`` and

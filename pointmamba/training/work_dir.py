@@ -32,7 +32,7 @@ VAL_PICTURES = "val_pictures"
 WRITTEN = RUN_FILES + ("config.yaml", "train.log", "tb", VAL_PICTURES, LOCK_FILE)
 """Every name a run writes in its work dir (a link planted under one of them is refused)."""
 OWN = WRITTEN + ("ablate.log",)
-"""Names that belong to a run (``tools/ablate.py`` logs a run beside it); anything else is the user's."""
+"""Names that belong to a run (``pointmamba-ablate`` logs a run beside it); anything else is the user's."""
 MARKERS = tuple(name for name in OWN if name != "config.yaml")
 """Names that show a directory is a work dir (a ``config.yaml`` alone could be the user's own)."""
 TB_EVENTS = "events.out.tfevents.*"

@@ -100,17 +100,22 @@ def test_ablation_configs_load():
     assert m["cpe_relpos_warmup"] == m["cpe_relpos_quantile"]
 
 
+def _two_configs(factory: pytest.TempPathFactory, name: str, position: str, epochs: int) -> tuple[Path, Path, list[str]]:
+    """(folder with cpe.yaml and NAME.yaml setting model.position, the ablation's out folder, tiny overrides
+    on a fresh synthetic data set)."""
+    root = write_synthetic(factory.mktemp("synth"))
+    tmp = factory.mktemp("ablate")
+    (tmp / "cpe.yaml").write_text("model:\n  position: cpe\n")
+    (tmp / f"{name}.yaml").write_text(f"model:\n  position: {position}\n")
+    return tmp, tmp / "out", _tiny_overrides(root, epochs=epochs)
+
+
 def test_ablate_two_tiny_configs(tmp_path_factory):
     """Runs two configs (one interrupted beforehand, so it resumes), then skips both on a rerun."""
     from pointmamba.training.hooks import Hook
     from pointmamba.training.trainer import Trainer
 
-    root = write_synthetic(tmp_path_factory.mktemp("synth"))
-    tmp = tmp_path_factory.mktemp("ablate")
-    (tmp / "cpe.yaml").write_text("model:\n  position: cpe\n")
-    (tmp / "relpos.yaml").write_text("model:\n  position: cpe+relpos\n  relpos:\n    preset: fixed\n")
-    out = tmp / "out"
-    overrides = _tiny_overrides(root, epochs=2)
+    tmp, out, overrides = _two_configs(tmp_path_factory, "relpos", "cpe+relpos\n  relpos:\n    preset: fixed", epochs=2)
 
     class Interrupt(Hook):
         def after_epoch(self, trainer: Trainer) -> None:
@@ -185,12 +190,7 @@ def test_seeds_pair_ratios_by_seed_and_report_mean_std(tmp_path):
 @pytest.mark.slow
 def test_ablate_seeds_in_parallel_and_resume(tmp_path_factory):
     """Two configs x two seeds, two at a time; a rerun skips all four."""
-    root = write_synthetic(tmp_path_factory.mktemp("synth"))
-    tmp = tmp_path_factory.mktemp("ablate_seeds")
-    (tmp / "cpe.yaml").write_text("model:\n  position: cpe\n")
-    (tmp / "logical.yaml").write_text("model:\n  position: logical\n")
-    out = tmp / "out"
-    overrides = _tiny_overrides(root, epochs=1)
+    tmp, out, overrides = _two_configs(tmp_path_factory, "logical", "logical", epochs=1)
     cmd = [sys.executable, "-m", "pointmamba.cli.ablate", str(tmp / "cpe.yaml"), str(tmp / "logical.yaml"),
            "--out", str(out), "--seeds", "0", "1", "--jobs", "2", "--set", *overrides]
     res = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=600)

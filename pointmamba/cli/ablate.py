@@ -255,6 +255,20 @@ def summarize(runs: list[dict[str, Any]], baseline: str | None,
     return rows, meta
 
 
+def _criterion(meta: dict[str, Any], lines: list[str]) -> str | None:
+    """The epoch the loss verdict reads ("epoch N", flagged where fewer epochs were run than the criterion);
+    None, with the reason added to ``lines``, where no run finished an epoch or there is no baseline."""
+    e = meta["epoch"]
+    if e == 0:
+        lines.append("No run has finished an epoch yet: nothing to compare.")
+        return None
+    if meta["baseline"] is None:
+        lines.append("No baseline run (config stem `cpe` or `--baseline`): loss ratios are not computed.")
+        return None
+    return f"epoch {e}" + (f" (**fewer than {CRITERION_EPOCH} epochs were run: last common epoch {e} used "
+                           f"instead of epoch {CRITERION_EPOCH}**)" if meta["fallback"] else "")
+
+
 def write_tables(rows: list[dict[str, Any]], meta: dict[str, Any], runs: list[dict[str, Any]], out: Path,
                  notes: list[str]) -> None:
     e = meta["epoch"]
@@ -265,13 +279,8 @@ def write_tables(rows: list[dict[str, Any]], meta: dict[str, Any], runs: list[di
 
     base = meta["baseline"]
     lines = ["# Ablation results", ""]
-    if e == 0:
-        lines.append("No run has finished an epoch yet: nothing to compare.")
-    elif base is None:
-        lines.append("No baseline run (config stem `cpe` or `--baseline`): loss ratios are not computed.")
-    else:
-        crit = f"epoch {e}" + (f" (**fewer than {CRITERION_EPOCH} epochs were run: last common epoch {e} used "
-                               f"instead of epoch {CRITERION_EPOCH}**)" if meta["fallback"] else "")
+    crit = _criterion(meta, lines)
+    if crit is not None:
         lines.append(f"Baseline `{base}`. Verdict on validation: each config's best val mIoU minus the baseline's; "
                      "one seed gives no spread to judge it by (`--seeds 0 1 2`). Beside it, training speed: train "
                      f"loss at {crit} ({_fmt(meta['baseline_loss'])} for the baseline) over the baseline's, ≤ {ACCEPT} "
@@ -308,6 +317,19 @@ def _epoch_axis(ax: Any) -> None:
     ax.grid(alpha=0.3)
 
 
+def _save_panels(fig: Any, axes: tuple[Any, ...], path: Path) -> None:
+    """Integer epochs and a legend on each panel that has lines, then the figure saved and closed."""
+    import matplotlib.pyplot as plt
+
+    for ax in axes:
+        _epoch_axis(ax)
+        if ax.lines:
+            ax.legend(fontsize=7)
+    fig.tight_layout()
+    save_figure(fig, path, dpi=110)
+    plt.close(fig)
+
+
 def plot_curves(runs: list[dict[str, Any]], meta: dict[str, Any], path: Path) -> None:
     import matplotlib
 
@@ -328,13 +350,7 @@ def plot_curves(runs: list[dict[str, Any]], meta: dict[str, Any], path: Path) ->
         ax_loss.axhline(meta["baseline_loss"], color="grey", linestyle=":", label=f"{meta['baseline']} @ ep {meta['epoch']}")
     ax_loss.set(xlabel="epoch", ylabel="train loss", title="train loss")
     ax_miou.set(xlabel="epoch", ylabel="val mIoU", title="val mIoU")
-    for ax in (ax_loss, ax_miou):
-        _epoch_axis(ax)
-        if ax.lines:
-            ax.legend(fontsize=7)
-    fig.tight_layout()
-    save_figure(fig, path, dpi=110)
-    plt.close(fig)
+    _save_panels(fig, (ax_loss, ax_miou), path)
 
 
 def summarize_seeds(runs: list[dict[str, Any]], baseline: str | None) -> tuple[list[dict[str, Any]], dict[str, Any], list[str]]:
@@ -399,13 +415,8 @@ def write_seed_tables(rows: list[dict[str, Any]], agg: list[dict[str, Any]], met
     e, base = meta["epoch"], meta["baseline"]
     seeds = sorted({r["seed"] for r in runs})
     lines = ["# Ablation results", "", f"Seeds {', '.join(map(str, seeds))}: mean ± sample std over the seeds of each config."]
-    if e == 0:
-        lines.append("No run has finished an epoch yet: nothing to compare.")
-    elif base is None:
-        lines.append("No baseline run (config stem `cpe` or `--baseline`): loss ratios are not computed.")
-    else:
-        crit = f"epoch {e}" + (f" (**fewer than {CRITERION_EPOCH} epochs were run: last common epoch {e} used "
-                               f"instead of epoch {CRITERION_EPOCH}**)" if meta["fallback"] else "")
+    crit = _criterion(meta, lines)
+    if crit is not None:
         lines.append(f"Baseline `{base}`. Verdict on validation: each run's best val mIoU minus the baseline run's of the "
                      "same seed, then mean ± std over the seeds; \"better\" or \"worse\" where the mean lies more than "
                      "one std from zero, else \"within the seed spread\". Beside it, training speed at "
@@ -475,13 +486,7 @@ def plot_seed_curves(runs: list[dict[str, Any]], meta: dict[str, Any], path: Pat
                  title=f"train loss relative to {meta['baseline']}")
     ax_ratio.axhline(ACCEPT, color="grey", linestyle=":", label=f"{ACCEPT}x")
     ax_miou.set(xlabel="epoch", ylabel="val mIoU", title="val mIoU (mean over seeds, band min-max)")
-    for ax in (ax_loss, ax_ratio, ax_miou):
-        _epoch_axis(ax)
-        if ax.lines:
-            ax.legend(fontsize=7)
-    fig.tight_layout()
-    save_figure(fig, path, dpi=110)
-    plt.close(fig)
+    _save_panels(fig, (ax_loss, ax_ratio, ax_miou), path)
 
 
 def budget_notes(runs: list[dict[str, Any]], ignore: tuple[str, ...] = ()) -> list[str]:

@@ -89,16 +89,14 @@ class _ArchEnergy:
     transition: dict[tuple[int, int], np.ndarray]  # (j, i) -> (o', o): instance j (option o') then i (option o)
 
     @property
-    def n(self) -> int:
-        return len(self.unary)
-
-    @property
-    def n_opt(self) -> int:
-        return len(self.first)
+    def shape(self) -> tuple[int, int]:
+        """(instances, options)."""
+        return self.unary.shape
 
     def gum_after(self) -> np.ndarray:
         """(n,) gingiva cost of the instances after each one (all of them gingiva if it is the last tooth)."""
-        return self.gum_cum[self.n] - self.gum_cum[1:self.n + 1]
+        n = self.shape[0]
+        return self.gum_cum[n] - self.gum_cum[1:n + 1]
 
 
 def _tooth_costs(evidence: np.ndarray, widths: np.ndarray, priors: ArchPriors) -> np.ndarray:
@@ -178,7 +176,7 @@ def _forward(e: _ArchEnergy, temperature: float) -> tuple[np.ndarray, list[list[
     numbering of instances 0..i in which instance i is the last numbered one, with option o;
     ``back[i][o]``: the (instance, option) before it there ((-1, -1): none); ``A[i, o]``: log of the sum
     of exp(-cost / temperature) over all those numberings."""
-    n, n_opt = e.n, e.n_opt
+    n, n_opt = e.shape
     D = np.full((n, n_opt), np.inf)
     A = np.full((n, n_opt), -np.inf)
     back: list[list[tuple[int, int]]] = [[(-1, -1)] * n_opt for _ in range(n)]
@@ -206,8 +204,8 @@ def _forward(e: _ArchEnergy, temperature: float) -> tuple[np.ndarray, list[list[
 def _backward(e: _ArchEnergy, temperature: float) -> np.ndarray:
     """``B[i, o]``: log of the sum of exp(-cost / temperature) over everything after instance i taking
     option o (the later instances' numbers, or none of them numbered), its own cost left out."""
-    n = e.n
-    B = np.full((n, e.n_opt), -np.inf)
+    n, n_opt = e.shape
+    B = np.full((n, n_opt), -np.inf)
     for i in reversed(range(n)):
         terms = [-(e.end + e.gum_cum[n] - e.gum_cum[i + 1]) / temperature]
         for k in range(i + 1, n):
@@ -220,8 +218,8 @@ def _backtrace(e: _ArchEnergy, D: np.ndarray, back: list[list[tuple[int, int]]]
                ) -> tuple[list[tuple[int, int] | None], float]:
     """The cheapest numbering and its cost: the best last tooth (``D`` plus what comes after it), followed
     back through ``back``; all gingiva where that is cheaper."""
-    n = e.n
-    finals = D + e.end[None, :] + e.gum_after()[:, None] if n else np.zeros((0, e.n_opt))
+    n, n_opt = e.shape
+    finals = D + e.end[None, :] + e.gum_after()[:, None] if n else np.zeros((0, n_opt))
     options: list[tuple[int, int] | None] = [None] * n
     cost = e.all_gum
     if n and finals.min() < e.all_gum:
@@ -246,7 +244,7 @@ def _posteriors(e: _ArchEnergy, marg: np.ndarray) -> tuple[np.ndarray, np.ndarra
     n = len(marg)
     posterior = np.zeros((n, NUM_ARCH_INDICES + 1))
     first_posterior, last_posterior = posterior.copy(), posterior.copy()
-    for o in range(e.n_opt):
+    for o in range(e.shape[1]):
         for a in range(e.first[o], e.last[o] + 1):
             posterior[:, 1 + a] += marg[:, o]
         first_posterior[:, 1 + e.first[o]] += marg[:, o]
@@ -276,7 +274,7 @@ def number_instances(instances: list[Instance], evidence: np.ndarray, gum_eviden
     options, cost = _backtrace(e, D, back)
     B = _backward(e, temperature)
     log_z = _log_partition(e, A, temperature)
-    marg = np.exp(A + B - log_z) if e.n else np.zeros((0, e.n_opt))
+    marg = np.exp(A + B - log_z) if e.shape[0] else np.zeros((0, e.shape[1]))
     posterior, first_posterior, last_posterior = _posteriors(e, marg)
     return Numbering(options, posterior, cost, first_posterior, last_posterior, instances, log_z=float(log_z))
 

@@ -109,6 +109,7 @@ RETIRED: dict[str, str] = {
     "infer.tooth_weight": f"{_TAG}: the bare-ridge check failed its rule (docs/results/bare_ridge)",
     "infer.max_input_points": f"{_TAG}: thinning dense scans failed its rule (docs/results/scan_density)",
     "infer.graph_cut_density_angles": f"{_TAG}: it failed its rule (docs/results/scan_density)",
+    "infer.mend_split": f"{_TAG}: merging split teeth failed its rule (docs/results/review_flag)",
 }
 # the stored values under which a retired key did nothing that the code left does not do (a checkpoint
 # holding one of them loads silently; any other value is dropped with a warning)
@@ -127,6 +128,7 @@ _RETIRED_INERT: dict[str, tuple[Any, ...]] = {
     "infer.tooth_weight": (None, 0, 0.0),
     "infer.max_input_points": (None,),
     "infer.graph_cut_density_angles": (False,),
+    "infer.mend_split": (False,),
 }
 
 

@@ -23,7 +23,7 @@ Per scan: the lowest tooth confidence, and ``review`` with one reason per findin
   gingiva, or real ones missed, are the likely errors there);
 * a side of the lone-premolar pattern read under ``auto`` dentition (both readings named; :mod:`.dentition`);
 * a tooth split in two, a tooth dropped between two teeth or at the arch's end, a mesh of several large
-  parts (:mod:`.review_checks`); two instances the numbering merged as one split tooth (:mod:`.mending`);
+  parts (:mod:`.review_checks`);
 * a jaw told from the teeth by a thin margin, or a named jaw the teeth contradict (:mod:`.jaw_from_teeth`).
 
 A side read under a given dentition is not flagged for what that dentition explains (a molar-sized "5"
@@ -40,7 +40,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from ..data.fdi import LOWER_FDI, UPPER_FDI, check_jaw, class_to_fdi, fdi_to_class
-from ..data.arch import TEXTBOOK_WIDTH_MM, index_classes, side_position, skipped_between
+from ..data.arch import TEXTBOOK_WIDTH_MM, side_position, skipped_between
 
 
 @dataclass(frozen=True)
@@ -93,7 +93,7 @@ class ToothConfidence:
 
 
 FINDINGS = ("uncertain", "twice", "wide", "narrow", "molar_sized", "room", "skipped", "none", "few", "dentition",
-            "split", "dropped", "lost_end", "parts", "mended", "jaw")
+            "split", "dropped", "lost_end", "parts", "jaw")
 """Kinds of review finding, in the order of the module doc."""
 
 
@@ -173,8 +173,8 @@ def scan_confidence(probs: np.ndarray, classes: np.ndarray, instances: np.ndarra
     the vertices' probabilities for the instances it names; ``faces`` (F, 3) the mesh (the ``parts``
     check; skipped without); ``dentition`` the numbering's :class:`~.dentition.DentitionReading` (its
     finding, each tooth's ``alternative`` number, and what a given dentition explains); ``numbering`` the
-    instance numbering (:class:`~.tooth_numbering.Numbering`): its dentition where ``dentition`` is None,
-    and the split teeth it mended (a ``mended`` finding: a person checks the merge); ``jaw_call`` where the
+    instance numbering (:class:`~.tooth_numbering.Numbering`): its dentition where ``dentition`` is None;
+    ``jaw_call`` where the
     jaw came from and what the teeth say (:class:`~.jaw_from_teeth.JawCall`: its finding, and
     ``ScanConfidence.jaw``).
     """
@@ -232,13 +232,6 @@ def scan_confidence(probs: np.ndarray, classes: np.ndarray, instances: np.ndarra
     if aligned is not None:
         findings += failure_findings(teeth, jaw, aligned, instances, probs, rules)
     findings += parts_finding(len(probs), faces, rules)
-    if getattr(numbering, "mended", None):
-
-        arch = index_classes(num_classes, jaw)
-        for first, last in numbering.mended:
-            pair = class_to_fdi(arch[[first, last]], jaw, num_classes)
-            findings.append(("mended", f"two pieces numbered {pair[0]} and {pair[1]} merged into one tooth: "
-                                       "a tooth split in two?"))
     text = dentition.finding() if dentition is not None else None
     if text:
         findings.append(("dentition", text))

@@ -38,9 +38,6 @@ INFER_DEFAULTS: dict[str, Any] = {
     # permanent (premolar 5, first molar 6) | mixed (4, then primary second molar 5, first molar 6) | auto
     # (the likelier, the scan flagged with both readings). Arches without that side are numbered alike
     "dentition": "auto",
-    # merge two neighbouring instances that look like one tooth split in two and number the arch again
-    # (inference/mending.py); off: its pre-registered rule failed (docs/results/review_flag/README.md)
-    "mend_split": False,
 }
 
 

@@ -295,8 +295,7 @@ def _number(labels: np.ndarray, probs: np.ndarray, aligned: np.ndarray, faces: n
     if areas is None and len(faces):
         areas = vertex_areas(aligned, faces)
     return number_teeth(labels, probs, aligned, faces, jaw, num_classes, priors=priors, areas=areas,
-                        dentition=str(options["dentition"]),
-                        mend_split=bool(options["mend_split"]), pieces=pieces)
+                        dentition=str(options["dentition"]), pieces=pieces)
 
 
 def scan_probabilities(model: nn.Module, scan: Any, cfg: dict[str, Any], device: torch.device,

@@ -38,7 +38,7 @@ def looks_split(width_a: float, width_b: float, typical_a: float, typical_b: flo
                 rules: "ReviewRules") -> bool:
     """Two neighbouring teeth of measured widths ``width_a``, ``width_b`` (mm) whose numbers' typical widths
     are ``typical_a``, ``typical_b``, ``gap`` mm apart: each about half a tooth, touching, together one
-    tooth (the ``split`` check; the mend's condition, :mod:`.mending`)."""
+    tooth (the ``split`` check)."""
     return (width_a < rules.split_half * typical_a and width_b < rules.split_half * typical_b
             and width_a + width_b <= rules.split_sum * max(typical_a, typical_b) and gap <= rules.split_gap_mm)
 

@@ -51,7 +51,6 @@ class Numbering:
     last_posterior: np.ndarray
     instances: list[Instance] = field(default_factory=list)
     dentition: Any = None  # dentition.DentitionReading: how the lone-premolar pattern was read (None: not asked)
-    mended: list[tuple[int, int]] = field(default_factory=list)  # arch-index pairs merged into one tooth (mending.py)
     log_z: float = float("nan")  # log of the sum over every numbering of exp(-cost / temperature)
 
 
@@ -339,7 +338,7 @@ def merge_fragments(pieces: list[np.ndarray], edges: np.ndarray, labels: np.ndar
 
 def number_teeth(labels: np.ndarray, probs: np.ndarray, aligned: np.ndarray, faces: np.ndarray, jaw: str,
                  num_classes: int, priors: ArchPriors | None = None, areas: np.ndarray | None = None,
-                 temperature: float = 1.0, min_vertices: int = 20, dentition: str | None = None, mend_split: bool = False,
+                 temperature: float = 1.0, min_vertices: int = 20, dentition: str | None = None,
                  pieces: list[np.ndarray] | None = None) -> tuple[np.ndarray, Numbering]:
     """Renumber the teeth of ``labels`` (per-vertex classes, e.g. after the graph cut) as whole instances
     (see module doc). Returns the new labels and the :class:`Numbering` (instances, options, posteriors).
@@ -347,9 +346,7 @@ def number_teeth(labels: np.ndarray, probs: np.ndarray, aligned: np.ndarray, fac
     ``probs`` (V, C) the network's probabilities, ``aligned`` (V, 3) vertices in the canonical frame,
     ``areas`` (V,) vertex areas weighting the evidence (default: equal). ``dentition``
     ``auto`` | ``permanent`` | ``mixed`` reads the sides of the lone-premolar pattern that way
-    (:mod:`.dentition`; None: the numbering alone, as before the dentition existed). ``mend_split``: two
-    neighbouring instances that look like one tooth split in two are merged and the arch numbered again
-    (:mod:`.mending`; the merged pairs' arch indices in ``Numbering.mended``). ``pieces``: the
+    (:mod:`.dentition`; None: the numbering alone, as before the dentition existed). ``pieces``: the
     :func:`cut_pieces` of ``labels`` where the caller has them (they do not depend on the jaw)."""
     if jaw not in ("upper", "lower"):
         raise ValueError(f"number_teeth: jaw must be 'upper' or 'lower', got {jaw!r}")
@@ -376,22 +373,11 @@ def number_teeth(labels: np.ndarray, probs: np.ndarray, aligned: np.ndarray, fac
         return numbered_labels(labels, numbering, classes, priors)
 
     numbering = renumber(None)
-    mended: list[tuple[int, int]] = []
-    if mend_split:
-        from .mending import merged_pieces, split_pairs
-
-        pairs = split_pairs(numbering, priors)
-        if pairs:
-            mended = [(numbering.options[i][0], numbering.options[j][0]) for i, j in pairs]
-            instances, mean_probs = measured(merged_pieces(numbering.instances, pairs))
-            numbering = renumber(None)
-    numbering.mended = mended
     out = to_labels(numbering)
     if dentition is not None:
         from .dentition import read_dentition
 
         numbering, out = read_dentition(numbering, out, renumber, to_labels, aligned, jaw, num_classes, dentition)
-        numbering.mended = mended
     return out, numbering
 
 

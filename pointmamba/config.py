@@ -52,7 +52,9 @@ DATA_DEFAULTS: dict[str, Any] = {
     # mapping with its keys; training only, identity-labelled arches only
     "missing_teeth": False,
     # training scans drawn more than once an epoch, {<ID>_<jaw> or <ID>: times}, each draw with its own
-    # augmentation (pointmamba/data/repeated_scans.py): rare kinds of arch seen more often; {}: off
+    # augmentation (pointmamba/data/repeated_scans.py); {}: off. The fine-tune on a clinic's corrections
+    # (tools/train.py --corrections) draws its corrected scans this way; repeating rare kinds of arch in
+    # the recipe gained nothing (docs/results/numbering)
     "scan_repeats": {},
 }
 

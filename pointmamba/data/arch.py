@@ -174,3 +174,22 @@ def gap_mm(a: Instance, b: Instance) -> float:
     probe = queries[np.argmin(((queries - large.points.mean(0)) ** 2).sum(1))]
     bound = float(large.tree().query(probe, k=1)[0])
     return float(large.tree().query(queries, k=1, distance_upper_bound=bound * (1 + 1e-9) + 1e-9)[0].min())
+
+
+def crown_widths(aligned: np.ndarray, members: list[np.ndarray]) -> list[float]:
+    """Each tooth's crown extent across the radius of the arch frame (mm): its vertices projected on the
+    direction perpendicular to the radius through their centroid, 2nd to 98th percentile.
+
+    The review's width findings were calibrated with this measure against :data:`TEXTBOOK_WIDTH_MM`
+    (docs/results/confidence), and the widths in a prediction's JSON are it; the numbering measures along
+    its neighbours (:func:`measure_instances`, 5th to 95th percentile) against the widths fitted with that.
+    Merging the two would move the review's thresholds: that takes a recalibration on held-out scans."""
+    frame = ArchFrame.from_teeth(aligned[np.concatenate(members), :2])
+    out = []
+    for rows in members:
+        p = aligned[rows, :2] - frame.centre
+        c = p.mean(0)
+        tangent = np.array([c[1], -c[0]]) / max(float(np.linalg.norm(c)), 1e-9)
+        proj = p @ tangent
+        out.append(float(np.percentile(proj, 98) - np.percentile(proj, 2)))
+    return out

@@ -40,7 +40,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from ..data.fdi import LOWER_FDI, UPPER_FDI, check_jaw, class_to_fdi, fdi_to_class
-from ..data.arch import TEXTBOOK_WIDTH_MM, side_position, skipped_between
+from ..data.arch import TEXTBOOK_WIDTH_MM, crown_widths, side_position, skipped_between
 
 
 @dataclass(frozen=True)
@@ -143,22 +143,6 @@ class ScanConfidence:
         return out
 
 
-def _widths(aligned: np.ndarray, members: list[np.ndarray]) -> list[float]:
-    """Each tooth's extent along the arch (2nd-98th percentile of its vertices projected on the arch's
-    tangent at its centroid) in the canonical frame (crowns +z, incisors +y), mm."""
-    xy = aligned[np.concatenate(members), :2]
-    y_lo, y_hi = np.percentile(xy[:, 1], [2, 98])
-    centre = np.array([np.median(xy[:, 0]), y_lo + 0.3 * (y_hi - y_lo)])  # inside the arch
-    out = []
-    for rows in members:
-        p = aligned[rows, :2] - centre
-        c = p.mean(0)
-        tangent = np.array([c[1], -c[0]]) / max(float(np.linalg.norm(c)), 1e-9)
-        proj = p @ tangent
-        out.append(float(np.percentile(proj, 98) - np.percentile(proj, 2)))
-    return out
-
-
 def scan_confidence(probs: np.ndarray, classes: np.ndarray, instances: np.ndarray, jaw: str,
                     aligned: np.ndarray | None = None,
                     instance_probs: Mapping[int, np.ndarray] | None = None,
@@ -207,7 +191,7 @@ def scan_confidence(probs: np.ndarray, classes: np.ndarray, instances: np.ndarra
         teeth.append(ToothConfidence(fdi, inst, float(q[own]), int(jaw_fdi[second]), float(q[second]), len(rows)))
     if aligned is not None and teeth:
         by_inst = dict(zip(ids, members))
-        for tooth, width in zip(teeth, _widths(np.asarray(aligned, dtype=np.float64),
+        for tooth, width in zip(teeth, crown_widths(np.asarray(aligned, dtype=np.float64),
                                                [by_inst[t.instance] for t in teeth])):
             tooth.width_mm = width
     teeth.sort(key=lambda t: side_position(t.fdi))

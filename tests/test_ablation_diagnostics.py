@@ -33,7 +33,8 @@ def test_points_pick_init_and_each_epochs_last_line(tmp_path):
     lines = [_line(1, 1, 0.12, 0.01, 1e-3), _line(3, 1, 0.13, 0.02, 2e-3), _line(4, 2, 0.9, 0.9, 9.0),
              _line(6, 2, 0.2, 0.05, 5e-4), _line(6, 2, 0.25, 0.06, 6e-4)]  # step 6 again (resumed): last wins
     _write(tmp_path / "d.jsonl", lines, tail='{"step": 7, "ep')  # cut short by a crash
-    got = read_diagnostics(tmp_path / "d.jsonl")
+    with pytest.warns(UserWarning, match=r"d\.jsonl: line 6 is cut short"):
+        got = read_diagnostics(tmp_path / "d.jsonl")
     assert sorted(got) == [1, 3, 4, 6]
     pts = diagnostics_points(got, 2)
     assert list(pts) == ["init", "ep 1", "ep 2"]

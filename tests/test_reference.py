@@ -64,8 +64,10 @@ def test_tiny_seeded_run_gives_the_reference_weights_within_tolerance(run, array
     assert worst[key] <= WEIGHTS_ATOL, f"{key} differs by {worst[key]:.2e} (> {WEIGHTS_ATOL:.0e})"
 
 
+# the old checkpoint stores infer.tooth_decoding=True, retired since: loading it says so (asserted below)
 def test_old_checkpoint_predicts_as_before_within_tolerance(run, arrays) -> None:
-    probs = torch.as_tensor(predict_probs(CHECKPOINT, run[0])).float()
+    with pytest.warns(UserWarning, match=r"retired after tag pre-renovation, now ignored: infer\.tooth_decoding=True"):
+        probs = torch.as_tensor(predict_probs(CHECKPOINT, run[0])).float()
     assert list(probs.shape) == REFERENCE["probs_shape"]
     assert (probs - arrays["probs"]).abs().max().item() <= PROBS_ATOL
 
@@ -79,7 +81,8 @@ def test_tiny_seeded_run_gives_the_reference_weights_bit_for_bit(run) -> None:
 @same_torch
 def test_old_checkpoint_predicts_as_before_bit_for_bit(run) -> None:
     expected = bits_recorded()
-    probs = predict_probs(CHECKPOINT, run[0])
+    with pytest.warns(UserWarning, match=r"infer\.tooth_decoding=True"):
+        probs = predict_probs(CHECKPOINT, run[0])
     assert hashlib.sha256(probs.tobytes()).hexdigest() == expected["probs_sha256"]
 
 
@@ -93,6 +96,7 @@ def test_an_unrecorded_cpu_gets_no_hashes_to_compare(monkeypatch: pytest.MonkeyP
 def test_old_checkpoint_loads_in_its_warmup_state() -> None:
     from pointmamba.inference.pipeline import load_trained
 
-    model, _ = load_trained(CHECKPOINT, torch.device("cpu"))
+    with pytest.warns(UserWarning, match=r"infer\.tooth_decoding=True"):
+        model, _ = load_trained(CHECKPOINT, torch.device("cpu"))
     factor = REFERENCE["warmup_factor"]
     assert all(bool(m.enabled) == (factor > 0) and float(m.ramp) == factor for _, m in model.relpos_modules())

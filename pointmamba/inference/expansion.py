@@ -41,23 +41,23 @@ def restricted_expansion(edges: np.ndarray, weights: np.ndarray, cost: np.ndarra
     movers = [np.flatnonzero(candidates[:, alpha]) for alpha in range(n_labels)]
     reach = [np.flatnonzero(candidates[edges[:, 0], alpha] | candidates[edges[:, 1], alpha])
              for alpha in range(n_labels)]
-    # a move depends only on the labels of the sites it may move and of their neighbours: where none of
-    # those changed since the label's last move that changed nothing, it would change nothing again
-    looks_at = [np.union1d(movers[alpha], edges[reach[alpha]].ravel()) for alpha in range(n_labels)]
-    changed_at = np.full(n, -1, dtype=np.int64)  # the move count at which each site last changed label
-    idle_since = np.full(n_labels, -2, dtype=np.int64)  # the move count of each label's last idle move
-    moves = 0
+    # a move depends only on the labels of the sites it may move and of their neighbours (``looks[alpha]``):
+    # after a move that changed nothing it stays idle until one of those changes (``stale``)
+    looks = np.zeros((n_labels, n), dtype=bool)
+    for alpha in range(n_labels):
+        looks[alpha, movers[alpha]] = True
+        looks[alpha, edges[reach[alpha]].ravel()] = True
+    stale = np.ones(n_labels, dtype=bool)
     var = np.zeros(n, dtype=bool)
     node = np.full(n, -1, dtype=np.int64)
     for _ in range(max_cycles):
         changed = False
         for alpha in range(n_labels):
-            moves += 1
-            if idle_since[alpha] >= 0 and changed_at[looks_at[alpha]].max(initial=-1) < idle_since[alpha]:
+            if not stale[alpha]:
                 continue
             sites = movers[alpha][labels[movers[alpha]] != alpha]
             if len(sites) == 0:
-                idle_since[alpha] = moves
+                stale[alpha] = False
                 continue
             var[sites] = True
             node[sites] = np.arange(len(sites))
@@ -73,11 +73,13 @@ def restricted_expansion(edges: np.ndarray, weights: np.ndarray, cost: np.ndarra
                 gain += int((w_all[touched] * ((labels[ta] != labels[tb]).astype(np.int64)
                                                - (new[ta] != new[tb]))).sum())
                 if gain > 0:
-                    changed_at[moved] = moves
+                    stale |= looks[:, moved].any(1)
                     labels = new
                     changed = True
-            if changed_at[sites].max(initial=-1) < moves:
-                idle_since[alpha] = moves
+                else:
+                    stale[alpha] = False
+            else:
+                stale[alpha] = False
             var[sites] = False
             node[sites] = -1
         if not changed:

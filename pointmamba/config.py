@@ -93,7 +93,7 @@ DIAGNOSTICS_DEFAULTS: dict[str, Any] = {
     "vanish_ratio": 1e-5,  # flag grad-norm/param-norm below this
 }
 
-_TAG = "retired after tag pre-renovation"
+_TAG = "retired after tag pre-renovation (commit 483fb29)"
 # Keys removed with their code: each failed its own pre-registered rule. A config file or --set naming one
 # is refused; a checkpoint's stored config loses them (see drop_retired). The tag reproduces each study.
 RETIRED: dict[str, str] = {

@@ -144,6 +144,10 @@ def test_a_reference_without_teeth_gives_null_not_nan(segmented, tmp_path: Path)
     # one helper for every JSON file: non-finite numbers, numpy's included, as null
     assert dumps({"a": float("nan"), "b": [np.float32("inf"), -math.inf], 3: np.int64(2)}) == \
         '{"a": null, "b": [null, null], "3": 2}'
+    # arrays and long lists take a fast path: it must give the same, NaN included
+    assert dumps({"i": np.arange(3), "f": np.array([0.5, np.nan]), "g": np.array([[1.5], [2.5]]),
+                  "t": (1, True, None, "x"), "m": [1, 2.5, float("inf")]}) == \
+        '{"i": [0, 1, 2], "f": [0.5, null], "g": [[1.5], [2.5]], "t": [1, true, null, "x"], "m": [1, 2.5, null]}'
 
 
 def test_teeth3ds_json_never_holds_nan(tmp_path: Path) -> None:

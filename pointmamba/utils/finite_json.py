@@ -14,13 +14,22 @@ from typing import Any
 import numpy as np
 
 
+_PLAIN = (int, bool, str, type(None))  # JSON-ready as they are (a float may be NaN)
+
+
 def finite(value: Any) -> Any:
     """A JSON-ready copy of ``value``: NaN and +-Infinity as None, numpy scalars and arrays as Python
     numbers and lists, tuples as lists, dict keys as strings."""
     if isinstance(value, dict):
         return {str(k): finite(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
+        # a scan's labels are 100k+ integers: one pass of type checks, not a call per element
+        if all(type(v) in _PLAIN for v in value):
+            return list(value)
         return [finite(v) for v in value]
+    if isinstance(value, np.ndarray) and (value.dtype.kind in "biu" or (value.dtype.kind == "f"
+                                                                         and np.isfinite(value).all())):
+        return value.tolist()
     if isinstance(value, (np.ndarray, np.generic)) or type(value).__name__ == "Tensor":  # torch's, unimported
         value = value.tolist()
         if isinstance(value, list):

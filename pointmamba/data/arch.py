@@ -165,7 +165,16 @@ GAP_QUERY_POINTS = 2000  # points per tooth queried for the spacing: enough for 
 def gap_mm(a: Instance, b: Instance) -> float:
     """The space between two teeth: the smallest distance between their vertices (mm; about 0 where they
     touch). The larger tooth's KD-tree is kept on it; the smaller is queried at up to
-    ``GAP_QUERY_POINTS`` of its vertices."""
+    ``GAP_QUERY_POINTS`` of its vertices. Kept on ``a`` too: the numbering asks again under the other
+    jaw's priors and each dentition reading."""
+    known = a.__dict__.setdefault("_gaps", {})
+    if id(b) in known and known[id(b)][0] is b:
+        return known[id(b)][1]
+    known[id(b)] = (b, _gap(a, b))
+    return known[id(b)][1]
+
+
+def _gap(a: Instance, b: Instance) -> float:
     small, large = (a, b) if len(a.points) <= len(b.points) else (b, a)
     step = max(1, len(small.points) // GAP_QUERY_POINTS)
     queries = small.points[::step]

@@ -254,13 +254,15 @@ def refine_either_jaw(probs: np.ndarray, aligned: np.ndarray, faces: np.ndarray,
         labels, numbering = refine_numbered(probs, aligned, faces, normals, given, num_classes, options, progress)
         return labels, numbering, None
     from ..data.mesh import vertex_areas
-    from .tooth_numbering import cut_pieces
+    from .tooth_numbering import cut_pieces, measured_pieces
 
     step = progress or (lambda name: None)
     cut = _cut(probs, aligned, faces, normals, options, step)
     step("numbering teeth")  # under both jaws' priors; what does not depend on the jaw is made once
     shared = {"areas": vertex_areas(aligned, faces) if len(faces) else None,
               "pieces": cut_pieces(cut, aligned, faces) if len(faces) else None}
+    if shared["pieces"] is not None:  # the teeth, their places and mean probabilities: one measurement
+        shared["measured"] = measured_pieces(shared["pieces"], aligned, probs, shared["areas"])
     numbered = {jaw: _number(cut, probs, aligned, faces, jaw, num_classes, options, **shared)
                 for jaw in ("upper", "lower")}
     call = call_jaw({jaw: -numbering.log_z for jaw, (_, numbering) in numbered.items()}, given)
@@ -283,7 +285,7 @@ def _cut(probs: np.ndarray, aligned: np.ndarray, faces: np.ndarray, normals: np.
 
 def _number(labels: np.ndarray, probs: np.ndarray, aligned: np.ndarray, faces: np.ndarray, jaw: str,
             num_classes: int, options: dict[str, Any], areas: np.ndarray | None = None,
-            pieces: list[np.ndarray] | None = None) -> tuple[np.ndarray, Any]:
+            pieces: list[np.ndarray] | None = None, measured: Any = None) -> tuple[np.ndarray, Any]:
     """The instance numbering of cut ``labels`` under ``jaw``'s priors: (labels, Numbering). ``areas`` and
     ``pieces`` (the vertex areas and the cut's tooth pieces) where the caller has made them already."""
     from ..data.mesh import vertex_areas
@@ -295,7 +297,7 @@ def _number(labels: np.ndarray, probs: np.ndarray, aligned: np.ndarray, faces: n
     if areas is None and len(faces):
         areas = vertex_areas(aligned, faces)
     return number_teeth(labels, probs, aligned, faces, jaw, num_classes, priors=priors, areas=areas,
-                        dentition=str(options["dentition"]), pieces=pieces)
+                        dentition=str(options["dentition"]), pieces=pieces, measured=measured)
 
 
 def scan_probabilities(model: nn.Module, scan: Any, cfg: dict[str, Any], device: torch.device,

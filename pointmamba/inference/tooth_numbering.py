@@ -336,10 +336,22 @@ def merge_fragments(pieces: list[np.ndarray], edges: np.ndarray, labels: np.ndar
     return [np.sort(np.concatenate(v)) for v in merged.values()]
 
 
+def measured_pieces(pieces: list[np.ndarray], aligned: np.ndarray, probs: np.ndarray,
+                    areas: np.ndarray | None) -> tuple[list[Instance], np.ndarray]:
+    """The instances of ``pieces`` along the arch and their mean probabilities (weighted by ``areas``,
+    None: equal)."""
+    w = np.ones(len(probs)) if areas is None else np.asarray(areas, dtype=np.float64)
+    instances, _ = measure_instances(aligned, pieces)
+    mean_probs = np.array([np.average(probs[inst.vertices], axis=0, weights=w[inst.vertices] + 1e-12)
+                           for inst in instances]).reshape(len(instances), probs.shape[1])
+    return instances, mean_probs
+
+
 def number_teeth(labels: np.ndarray, probs: np.ndarray, aligned: np.ndarray, faces: np.ndarray, jaw: str,
                  num_classes: int, priors: ArchPriors | None = None, areas: np.ndarray | None = None,
                  temperature: float = 1.0, min_vertices: int = 20, dentition: str | None = None,
-                 pieces: list[np.ndarray] | None = None) -> tuple[np.ndarray, Numbering]:
+                 pieces: list[np.ndarray] | None = None,
+                 measured: tuple[list[Instance], np.ndarray] | None = None) -> tuple[np.ndarray, Numbering]:
     """Renumber the teeth of ``labels`` (per-vertex classes, e.g. after the graph cut) as whole instances
     (see module doc). Returns the new labels and the :class:`Numbering` (instances, options, posteriors).
 
@@ -347,7 +359,8 @@ def number_teeth(labels: np.ndarray, probs: np.ndarray, aligned: np.ndarray, fac
     ``areas`` (V,) vertex areas weighting the evidence (default: equal). ``dentition``
     ``auto`` | ``permanent`` | ``mixed`` reads the sides of the lone-premolar pattern that way
     (:mod:`.dentition`; None: the numbering alone, as before the dentition existed). ``pieces``: the
-    :func:`cut_pieces` of ``labels`` where the caller has them (they do not depend on the jaw)."""
+    :func:`cut_pieces` of ``labels`` where the caller has them, ``measured`` their :func:`measured_pieces`
+    (neither depends on the jaw)."""
     if jaw not in ("upper", "lower"):
         raise ValueError(f"number_teeth: jaw must be 'upper' or 'lower', got {jaw!r}")
     priors = priors or default_priors(jaw)
@@ -355,16 +368,7 @@ def number_teeth(labels: np.ndarray, probs: np.ndarray, aligned: np.ndarray, fac
     if pieces is None:
         pieces = cut_pieces(labels, aligned, faces, min_vertices)
     classes = index_classes(num_classes, jaw)
-    w = np.ones(len(labels)) if areas is None else np.asarray(areas, dtype=np.float64)
-
-    def measured(pieces: list[np.ndarray]) -> tuple[list[Instance], np.ndarray]:
-        """The instances of ``pieces`` along the arch and their mean probabilities."""
-        instances, _ = measure_instances(aligned, pieces)
-        mean_probs = np.array([np.average(probs[inst.vertices], axis=0, weights=w[inst.vertices] + 1e-12)
-                               for inst in instances]).reshape(len(instances), probs.shape[1])
-        return instances, mean_probs
-
-    instances, mean_probs = measured(pieces)
+    instances, mean_probs = measured or measured_pieces(pieces, aligned, probs, areas)
 
     def renumber(forced: dict[int, int] | None) -> Numbering:
         return number_instances(instances, mean_probs[:, classes], mean_probs[:, 0], priors, temperature, forced)

@@ -81,6 +81,12 @@ TRAIN_DEFAULTS: dict[str, Any] = {
     "class_balance": 0.0,
     "progress": True,  # tqdm progress bars
     "init_from": None,  # fine-tune: start from this checkpoint's weights ("pretrained": the shipped model)
+    # also learn a teacher's per-point probabilities (training/distillation.py): a model file, e.g. a pair of
+    # averaged networks ("pretrained": the shipped pair); None: the labels alone. Awaiting its rule
+    # (docs/results/distillation): off
+    "distill_from": None,
+    "distill_weight": 0.5,  # the teacher's share of the loss (the labels' is 1 - this)
+    "distill_temperature": 1.0,  # softens both distributions in the teacher's term (T^2 keeps its scale)
 }
 
 DIAGNOSTICS_DEFAULTS: dict[str, Any] = {

@@ -204,6 +204,16 @@ def input_parts(data: dict[str, Any]) -> list[tuple[str, int]]:
                                           ("jaw", 1, f["jaw_feature"])) if on]
 
 
+def input_columns(outer: dict[str, Any], inner: dict[str, Any]) -> list[int]:
+    """The columns of ``outer``'s input that a network of ``inner``'s input takes, in its order (one
+    prepared batch serving networks of other inputs); KeyError naming the part ``outer`` lacks."""
+    start, at = 0, {}
+    for part, width in input_parts(outer):
+        at[part] = list(range(start, start + width))
+        start += width
+    return [c for part, _ in input_parts(inner) for c in at[part]]
+
+
 def input_channels(data: dict[str, Any]) -> int:
     """The network's input channels for a ``data`` section (the sum of :func:`input_parts`)."""
     return sum(n for _, n in input_parts(data))

@@ -9,7 +9,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..config import ConfigError, input_features, input_parts
+from ..config import ConfigError, input_columns, input_features
 from .config import infer_options
 from ..utils.device import autocast
 from ..point.batch import PointBatch
@@ -177,11 +177,7 @@ def _summed_networks(members: list[tuple[nn.Module, dict[str, Any]]], arrays: di
         return [total for (total,), _ in parts], frames[0]
     d = members[0][1]["data"]
     union = {key: any(input_features(c["data"])[key] for _, c in members) for key in ("coord_feature", "jaw_feature")}
-    columns, start = {}, 0
-    for part, width in input_parts(union):
-        columns[part] = list(range(start, start + width))
-        start += width
-    takes = [[col for part, _ in input_parts(c["data"]) for col in columns[part]] for _, c in members]
+    takes = [input_columns(union, c["data"]) for _, c in members]
     totals: list[np.ndarray | None] = [None] * len(members)
     transform = None
     for first in range(0, len(views), _VIEWS_PER_BATCH):

@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..config import ConfigError, input_parts
+from ..config import ConfigError, input_columns
 
 
 class Teacher:
@@ -66,16 +66,13 @@ def _columns(student: dict[str, Any], teacher: dict[str, Any], where: str) -> li
         if student.get(key) != teacher.get(key):
             raise ConfigError(f"train.distill_from: {where} has data.{key}={teacher.get(key)!r}, the student "
                               f"{student.get(key)!r}: a teacher must see the student's points and classes")
-    start, at = 0, {}
-    for part, width in input_parts(student):
-        at[part] = list(range(start, start + width))
-        start += width
-    missing = [part for part, _ in input_parts(teacher) if part not in at]
-    if missing:
-        key = {"coords": "data.coord_feature", "jaw": "data.jaw_feature"}[missing[0]]
-        raise ConfigError(f"train.distill_from: {where} takes the {missing[0]} as input, the student does not: "
-                          f"set {key}: true (the student's inputs must hold every teacher's)")
-    return [c for part, _ in input_parts(teacher) for c in at[part]]
+    try:
+        return input_columns(student, teacher)
+    except KeyError as exc:
+        part = exc.args[0]
+        key = {"coords": "data.coord_feature", "jaw": "data.jaw_feature"}[part]
+        raise ConfigError(f"train.distill_from: {where} takes the {part} as input, the student does not: "
+                          f"set {key}: true (the student's inputs must hold every teacher's)") from None
 
 
 def distillation_loss(logits: Tensor, teacher_probs: Tensor, temperature: float = 1.0) -> Tensor:

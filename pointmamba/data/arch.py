@@ -162,6 +162,16 @@ def measure_instances(aligned: np.ndarray, members: list[np.ndarray], frame: Arc
 GAP_QUERY_POINTS = 2000  # points per tooth queried for the spacing: enough for 0.1 mm on a full scan
 
 
+def labelled_teeth(aligned: np.ndarray, labels: np.ndarray) -> tuple[dict[int, Instance], ArchFrame]:
+    """Each tooth that FDI ``labels`` (V,) outline, measured along the arch (FDI number -> its
+    :class:`Instance`, in increasing FDI order; {} without teeth), and the arch frame."""
+    labels = np.asarray(labels)
+    teeth = [int(t) for t in np.unique(labels) if t > 0]
+    instances, frame = measure_instances(np.asarray(aligned, dtype=np.float64),
+                                         [np.flatnonzero(labels == t) for t in teeth])
+    return {teeth[inst.key]: inst for inst in sorted(instances, key=lambda inst: inst.key)}, frame
+
+
 def gap_mm(a: Instance, b: Instance) -> float:
     """The space between two teeth: the smallest distance between their vertices (mm; about 0 where they
     touch). The larger tooth's KD-tree is kept on it; the smaller is queried at up to

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .arch import measure_instances
+from .arch import labelled_teeth
 
 # mm: a premolar at least this wide along the arch is a molar (see the module doc: 8.1 vs 9.2 mm)
 MOLAR_MM = 9.0
@@ -19,13 +19,8 @@ MOLAR_MM = 9.0
 def tooth_widths(aligned: np.ndarray, labels: np.ndarray) -> dict[int, float]:
     """FDI number -> the width along the arch (mm) of each tooth the labels outline, as the numbering
     measures it (:func:`~pointmamba.data.arch.measure_instances`); {} without teeth."""
-    labels = np.asarray(labels)
-    teeth = [int(t) for t in np.unique(labels) if t > 0]
-    if not teeth:
-        return {}
-    instances, _ = measure_instances(np.asarray(aligned, dtype=np.float64),
-                                     [np.flatnonzero(labels == t) for t in teeth])
-    return {teeth[inst.key]: inst.width for inst in sorted(instances, key=lambda inst: inst.key)}
+    teeth, _ = labelled_teeth(aligned, labels)
+    return {fdi: inst.width for fdi, inst in teeth.items()}
 
 
 def lone_premolar_sides(aligned: np.ndarray, labels: np.ndarray, jaw: str, molar_mm: float = MOLAR_MM

@@ -15,7 +15,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from ..data.arch import gap_mm, index_of_fdi, measure_instances, per_index, position_of_index
+from ..data.arch import gap_mm, index_of_fdi, labelled_teeth, per_index, position_of_index
 
 # measured by python -m pointmamba.research.fit_arch_priors (see module doc); widths and gaps in mm
 FITTED: dict[str, dict[str, Any]] = {
@@ -123,13 +123,10 @@ def fit_priors(arches: Iterable[tuple[np.ndarray, np.ndarray, str]]) -> dict[str
     count = {"upper": 0, "lower": 0}
     touching, across = [], []
     for aligned, labels, jaw in arches:
-        teeth = [int(t) for t in np.unique(labels) if t > 0]
+        teeth, _ = labelled_teeth(aligned, labels)
         if not teeth:
             continue
-        index = {t: index_of_fdi(t) for t in teeth}
-        teeth.sort(key=lambda t: index[t])
-        instances, _ = measure_instances(aligned, [np.flatnonzero(labels == t) for t in teeth])
-        by_index = {index[teeth[inst.key]]: inst for inst in instances}
+        by_index = {index_of_fdi(fdi): inst for fdi, inst in teeth.items()}
         count[jaw] += 1
         for a, inst in by_index.items():
             pos = position_of_index(a)

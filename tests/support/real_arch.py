@@ -9,7 +9,7 @@ import numpy as np
 from pointmamba.data import fdi_to_class, load_scan
 from pointmamba.data.dataset import preprocess_scan
 from pointmamba.data.mesh import apply_transform
-from pointmamba.data.arch import measure_instances
+from pointmamba.data.arch import labelled_teeth
 
 SAMPLES = Path(__file__).resolve().parents[2] / "data" / "samples"
 
@@ -31,9 +31,8 @@ def split_tooth(labels: np.ndarray, aligned: np.ndarray, tooth: int) -> np.ndarr
     out = labels.copy()
     for p in range(8, position, -1):
         out[labels == 10 * quadrant + p] = 10 * quadrant + p + 1 if p < 8 else 0
-    teeth = [t for t in np.unique(labels) if t > 0]
-    instances, frame = measure_instances(aligned, [np.flatnonzero(labels == t) for t in teeth])
-    me = next(i for i in instances if teeth[i.key] == tooth)
+    teeth, frame = labelled_teeth(aligned, labels)
+    me = teeth[tooth]
     along = me.along()
     angle, _ = frame.polar(aligned[me.vertices, :2])
     # the distal half lies away from the midline (angle 0); the tangent may point either way along it

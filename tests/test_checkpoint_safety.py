@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from pointmamba.config import load_config
-from pointmamba.checkpoints.checkpoint import CheckpointError, UnsafeCheckpointError, load_checkpoint, save_checkpoint
+from pointmamba.checkpoints.checkpoint import (CheckpointError, UnsafeCheckpointError, checkpoint_config, load_checkpoint,
+                                               save_checkpoint, stored_config)
 from pointmamba.inference.pipeline import load_trained
 from pointmamba.training.seed import rng_state, set_rng_state, set_seed
 from pointmamba.training.trainer import Trainer
@@ -225,3 +226,28 @@ def test_an_input_mismatch_names_the_data_switches_that_mend_it(tiny_state: dict
     cfg = load_config(None, tiny_overrides(synth, tmp_path / "w") + [f"train.init_from={ckpt}"])
     with pytest.raises(ValueError, match=re.escape("--set " + " ".join(sets))):
         Trainer(cfg)
+
+
+def test_the_config_alone_is_read_as_the_whole_file_gives_it_and_bad_files_fail_alike(tiny_state: dict,
+                                                                                      tmp_path: Path) -> None:
+    """predict reads the stored config before the network (mapped, the weights unread): the same config as a
+    full load, for a zip file and a pre-zip one torch cannot map, and the same one-line refusals."""
+    path = crafted(tiny_state, tmp_path / "ok.pth")
+    assert stored_config(path) == checkpoint_config(load_checkpoint(path), path)
+    legacy = tmp_path / "legacy.pth"
+    torch.save(tiny_state, legacy, _use_new_zipfile_serialization=False)
+    assert stored_config(legacy) == checkpoint_config(load_checkpoint(path), path)
+
+    marker = tmp_path / "pwned"
+    with pytest.raises(UnsafeCheckpointError, match=r"evil.pth: refused to load"):
+        stored_config(malicious_checkpoint(tmp_path / "evil.pth", marker))
+    assert not marker.exists()
+    (tmp_path / "zeros.pth").write_bytes(b"\x00" * 10)
+    with pytest.raises(CheckpointError, match=r"zeros.pth: not a readable checkpoint"):
+        stored_config(tmp_path / "zeros.pth")
+    data = path.read_bytes()
+    (tmp_path / "cut.pth").write_bytes(data[: len(data) // 2])
+    with pytest.raises(CheckpointError, match=r"cut.pth: not a readable checkpoint"):
+        stored_config(tmp_path / "cut.pth")
+    with pytest.raises(CheckpointError, match=r"checkpoint not found: .*absent.pth"):
+        stored_config(tmp_path / "absent.pth")

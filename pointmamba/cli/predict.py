@@ -498,9 +498,9 @@ def _reason(exc: BaseException, path: Path) -> str:
 def _checkpoint_facts(checkpoint: Path) -> tuple[int, Any]:
     """(number of classes, grid size) from the checkpoint's stored config, without building the network:
     the input check needs them (the grid bounds a scan's size)."""
-    from pointmamba.checkpoints.checkpoint import checkpoint_config, load_checkpoint
+    from pointmamba.checkpoints.checkpoint import stored_config
 
-    config = checkpoint_config(load_checkpoint(checkpoint, map_location="cpu"), checkpoint)
+    config = stored_config(checkpoint)
     return int(config["data"]["num_classes"]), config["data"].get("grid_size")
 
 

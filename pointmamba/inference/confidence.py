@@ -23,7 +23,7 @@ Per scan: the lowest tooth confidence, and ``review`` with one reason per findin
   gingiva, or real ones missed, are the likely errors there);
 * a side of the lone-premolar pattern read under ``auto`` dentition (both readings named; :mod:`.dentition`);
 * a tooth split in two, a tooth dropped between two teeth or at the arch's end, a mesh of several large
-  parts (:mod:`.review_checks`);
+  parts (:mod:`.review_checks`); a tooth added back where one was dropped (``mended``, :mod:`.dropped_teeth`);
 * a jaw told from the teeth by a thin margin, or a named jaw the teeth contradict (:mod:`.jaw_from_teeth`).
 
 A side read under a given dentition is not flagged for what that dentition explains (a molar-sized "5"
@@ -216,6 +216,13 @@ def scan_confidence(probs: np.ndarray, classes: np.ndarray, instances: np.ndarra
     if aligned is not None:
         findings += failure_findings(teeth, jaw, aligned, instances, probs, rules)
     findings += parts_finding(len(probs), faces, rules)
+    mended = list(getattr(numbering, "mended", None) or [])
+    if mended:
+        from ..data.arch import fdi_of_index
+
+        names = ", ".join(str(fdi_of_index(a, jaw)) for a in mended)
+        findings.append(("mended", f"tooth {names} had been left as gingiva where the network saw a tooth, and was "
+                                   "numbered from its evidence (infer.mend_dropped): check it"))
     text = dentition.finding() if dentition is not None else None
     if text:
         findings.append(("dentition", text))

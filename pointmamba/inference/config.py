@@ -38,6 +38,10 @@ INFER_DEFAULTS: dict[str, Any] = {
     # permanent (premolar 5, first molar 6) | mixed (4, then primary second molar 5, first molar 6) | auto
     # (the likelier, the scan flagged with both readings). Arches without that side are numbered alike
     "dentition": "auto",
+    # surface the cut left as gingiva where the review would report a dropped tooth (a tooth's width of
+    # tooth-like surface between two teeth, a number skipped) or one lost at a side's end becomes one more
+    # instance, and the numbering decides what it is (inference/dropped_teeth.py; flagged "mended")
+    "mend_dropped": False,
 }
 
 

@@ -261,7 +261,7 @@ def refine_either_jaw(probs: np.ndarray, aligned: np.ndarray, faces: np.ndarray,
         shared["measured"] = measured_pieces(shared["pieces"], aligned, probs, shared["areas"])
     numbered = {jaw: _number(cut, probs, aligned, faces, jaw, num_classes, options, **shared)
                 for jaw in ("upper", "lower")}
-    call = call_jaw({jaw: -numbering.log_z for jaw, (_, numbering) in numbered.items()}, given)
+    call = call_jaw({jaw: -numbering.cut_log_z for jaw, (_, numbering) in numbered.items()}, given)
     labels, numbering = numbered[call.used]
     return labels, numbering, call
 
@@ -293,7 +293,8 @@ def _number(labels: np.ndarray, probs: np.ndarray, aligned: np.ndarray, faces: n
     if areas is None and len(faces):
         areas = vertex_areas(aligned, faces)
     return number_teeth(labels, probs, aligned, faces, jaw, num_classes, priors=priors, areas=areas,
-                        dentition=str(options["dentition"]), pieces=pieces, measured=measured)
+                        dentition=str(options["dentition"]), pieces=pieces, measured=measured,
+                        mend_dropped=bool(options["mend_dropped"]))
 
 
 def scan_probabilities(model: nn.Module, scan: Any, cfg: dict[str, Any], device: torch.device,

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
+    from ..data.arch import Instance
     from .confidence import ReviewRules, ToothConfidence
 
 TOOTH_PROBABILITY = 0.5  # a vertex the network calls tooth: its probability of any tooth class at least this
@@ -50,6 +51,39 @@ def _tooth_extent(theta: np.ndarray, radius: np.ndarray) -> float:
         return 0.0
     lo, hi = np.percentile(theta, [5, 95])
     return float(np.radians(hi - lo) * np.median(radius))
+
+
+def gap_region(a: "Instance", b: "Instance", theta: np.ndarray, radius: np.ndarray, tooth_like: np.ndarray,
+               band_mm: float | None = 1.0) -> np.ndarray:
+    """(V,) mask: the ``tooth_like`` vertices in the space between neighbouring teeth ``a`` and ``b``: between
+    their facing edges along the arch (2nd / 98th percentile angles), at their radii (``band_mm`` either
+    way; None: at any radius)."""
+    ends = sorted([np.percentile(theta[a.vertices], [2, 98]), np.percentile(theta[b.vertices], [2, 98])],
+                  key=lambda r: r[0])
+    lo, hi = ends[0][1], ends[1][0]
+    region = tooth_like & (theta > lo) & (theta < hi)
+    if band_mm is None:
+        return region
+    r_lo, r_hi = np.percentile(radius[np.concatenate([a.vertices, b.vertices])], [5, 95])
+    return region & (radius >= r_lo - band_mm) & (radius <= r_hi + band_mm)
+
+
+def end_region(last: "Instance", side: float, expect: float, theta: np.ndarray, radius: np.ndarray,
+               tooth_like: np.ndarray, band_mm: float | None = 2.0, overlap: float = 0.0) -> np.ndarray:
+    """(V,) mask: the ``tooth_like`` vertices behind ``last``, a side's last tooth (``side`` -1: the arch's
+    end at low angles, +1: at high ones), within one and a half ``expect`` (mm, the next tooth's typical
+    width) of its distal edge and at its radii (``band_mm`` either way; None: at any radius). ``overlap``:
+    the window starts this share of its length in front of the edge (where the arch runs away from the
+    frame's centre, the next molar shares angles with the last tooth)."""
+    t, r = theta[last.vertices], radius[last.vertices]
+    reach = np.degrees(1.5 * expect / max(float(np.median(r)), 1e-6))
+    edge = np.percentile(t, 98) if side > 0 else np.percentile(t, 2)
+    beyond = (theta - edge) * side
+    region = tooth_like & (beyond > -overlap * reach) & (beyond <= reach)
+    if band_mm is None:
+        return region
+    r_lo, r_hi = np.percentile(r, [5, 95])
+    return region & (radius >= r_lo - band_mm) & (radius <= r_hi + band_mm)
 
 
 def failure_findings(teeth: list["ToothConfidence"], jaw: str, aligned: np.ndarray, instances: np.ndarray,
@@ -88,12 +122,7 @@ def failure_findings(teeth: list["ToothConfidence"], jaw: str, aligned: np.ndarr
         if tooth_like is None:
             extent = gap
         else:
-            ends = sorted([(np.percentile(theta[ia.vertices], [2, 98])), (np.percentile(theta[ib.vertices], [2, 98]))],
-                          key=lambda r: r[0])
-            lo, hi = ends[0][1], ends[1][0]
-            r = radius[np.concatenate([ia.vertices, ib.vertices])]
-            r_lo, r_hi = np.percentile(r, [5, 95])
-            region = tooth_like & (theta > lo) & (theta < hi) & (radius >= r_lo - 1.0) & (radius <= r_hi + 1.0)
+            region = gap_region(ia, ib, theta, radius, tooth_like)
             extent = _tooth_extent(theta[region], radius[region])
         if extent >= rules.tooth_share * expect:
             what = f"{', '.join(map(str, skipped))} missing" if skipped else "no number missing"
@@ -119,13 +148,7 @@ def _lost_at_ends(teeth: list["ToothConfidence"], inst: list, jaw: str, theta: n
         if tooth.fdi % 10 >= 8:
             continue
         expect = _typical(jaw, tooth.fdi + 1)
-        t = theta[inst[last].vertices]
-        r = radius[inst[last].vertices]
-        r_lo, r_hi = np.percentile(r, [5, 95])
-        reach = np.degrees(1.5 * expect / max(float(np.median(r)), 1e-6))  # one and a half teeth behind it
-        edge = np.percentile(t, 98) if side > 0 else np.percentile(t, 2)
-        beyond = (theta - edge) * side
-        region = tooth_like & (beyond > 0) & (beyond <= reach) & (radius >= r_lo - 2.0) & (radius <= r_hi + 2.0)
+        region = end_region(inst[last], side, expect, theta, radius, tooth_like)
         extent = _tooth_extent(theta[region], radius[region])
         if extent >= rules.end_share * expect:
             out.append(("lost_end", f"{extent:.1f} mm of tooth-like surface behind {tooth.fdi} left as gingiva "

@@ -52,6 +52,10 @@ class Numbering:
     instances: list[Instance] = field(default_factory=list)
     dentition: Any = None  # dentition.DentitionReading: how the lone-premolar pattern was read (None: not asked)
     log_z: float = float("nan")  # log of the sum over every numbering of exp(-cost / temperature)
+    # arch indices of the teeth a mend added (inference/dropped_teeth.py; [] none), and log_z of the cut's own
+    # instances before it: the jaw call compares the two jaws' numberings of the same instances
+    mended: list[int] = field(default_factory=list)
+    cut_log_z: float = float("nan")
 
 
 def _options() -> tuple[np.ndarray, np.ndarray]:
@@ -275,7 +279,8 @@ def number_instances(instances: list[Instance], evidence: np.ndarray, gum_eviden
     log_z = _log_partition(e, A, temperature)
     marg = np.exp(A + B - log_z) if e.shape[0] else np.zeros((0, e.shape[1]))
     posterior, first_posterior, last_posterior = _posteriors(e, marg)
-    return Numbering(options, posterior, cost, first_posterior, last_posterior, instances, log_z=float(log_z))
+    return Numbering(options, posterior, cost, first_posterior, last_posterior, instances, log_z=float(log_z),
+                     cut_log_z=float(log_z))
 
 
 def tooth_pieces(labels: np.ndarray, edges: np.ndarray) -> list[np.ndarray]:
@@ -351,7 +356,8 @@ def number_teeth(labels: np.ndarray, probs: np.ndarray, aligned: np.ndarray, fac
                  num_classes: int, priors: ArchPriors | None = None, areas: np.ndarray | None = None,
                  temperature: float = 1.0, min_vertices: int = 20, dentition: str | None = None,
                  pieces: list[np.ndarray] | None = None,
-                 measured: tuple[list[Instance], np.ndarray] | None = None) -> tuple[np.ndarray, Numbering]:
+                 measured: tuple[list[Instance], np.ndarray] | None = None,
+                 mend_dropped: bool = False) -> tuple[np.ndarray, Numbering]:
     """Renumber the teeth of ``labels`` (per-vertex classes, e.g. after the graph cut) as whole instances
     (see module doc). Returns the new labels and the :class:`Numbering` (instances, options, posteriors).
 
@@ -360,7 +366,9 @@ def number_teeth(labels: np.ndarray, probs: np.ndarray, aligned: np.ndarray, fac
     ``auto`` | ``permanent`` | ``mixed`` reads the sides of the lone-premolar pattern that way
     (:mod:`.dentition`; None: the numbering alone, as before the dentition existed). ``pieces``: the
     :func:`cut_pieces` of ``labels`` where the caller has them, ``measured`` their :func:`measured_pieces`
-    (neither depends on the jaw)."""
+    (neither depends on the jaw). ``mend_dropped``: surface the cut left as gingiva where the review checks
+    would report a dropped or lost tooth is numbered again as one more instance (:mod:`.dropped_teeth`;
+    ``numbering.mended`` names what it added)."""
     if jaw not in ("upper", "lower"):
         raise ValueError(f"number_teeth: jaw must be 'upper' or 'lower', got {jaw!r}")
     priors = priors or default_priors(jaw)
@@ -368,9 +376,10 @@ def number_teeth(labels: np.ndarray, probs: np.ndarray, aligned: np.ndarray, fac
     if pieces is None:
         pieces = cut_pieces(labels, aligned, faces, min_vertices)
     classes = index_classes(num_classes, jaw)
-    instances, mean_probs = measured or measured_pieces(pieces, aligned, probs, areas)
+    measured = measured or measured_pieces(pieces, aligned, probs, areas)
 
     def renumber(forced: dict[int, int] | None) -> Numbering:
+        instances, mean_probs = measured
         return number_instances(instances, mean_probs[:, classes], mean_probs[:, 0], priors, temperature, forced)
 
     def to_labels(numbering: Numbering) -> np.ndarray:
@@ -378,6 +387,26 @@ def number_teeth(labels: np.ndarray, probs: np.ndarray, aligned: np.ndarray, fac
 
     numbering = renumber(None)
     out = to_labels(numbering)
+    if mend_dropped:
+        from .confidence import ReviewRules
+        from .dropped_teeth import dropped_regions
+
+        from ..data.mesh import mesh_edges
+
+        regions = dropped_regions(numbering, out, probs, aligned, mesh_edges(faces), priors, ReviewRules(),
+                                  min_vertices)
+        if regions:
+            unmended = measured
+            measured = measured_pieces(list(pieces) + regions, aligned, probs, areas)
+            mended = renumber(None)
+            added = [opt for inst, opt in zip(mended.instances, mended.options)
+                     if inst.key >= len(pieces) and opt is not None]
+            if added:
+                mended.mended = sorted(a for opt in added for a in range(opt[0], opt[1] + 1))
+                mended.cut_log_z = numbering.log_z
+                numbering, out = mended, to_labels(mended)
+            else:  # every region called gingiva: the arch as it was
+                measured = unmended
     if dentition is not None:
         from .dentition import read_dentition
 

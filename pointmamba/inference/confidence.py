@@ -66,6 +66,9 @@ class ReviewRules:
     split_half: float = 0.7
     split_sum: float = 1.4
     split_gap_mm: float = 1.0  # "touching": their nearest vertices closer than this (about an edge of a decimated scan)
+    # squeezed: two touching neighbours (no third molar) narrower together than this x their typical widths' sum
+    # (reference arches: the lowest pair 0.694, one arch; the next 0.808; docs/results/review_flag/log.md)
+    squeeze: float = 0.75
     # dropped: a space of at least dropped_gap x the narrowest skipped tooth's typical width, across which the
     # network's tooth-like gingiva spans at least tooth_share x that width
     dropped_gap: float = 0.6
@@ -93,7 +96,7 @@ class ToothConfidence:
 
 
 FINDINGS = ("uncertain", "twice", "wide", "narrow", "molar_sized", "room", "skipped", "none", "few", "dentition",
-            "split", "dropped", "lost_end", "parts", "jaw")
+            "split", "squeezed", "dropped", "lost_end", "parts", "mended", "jaw")
 """Kinds of review finding, in the order of the module doc."""
 
 

@@ -23,7 +23,8 @@ Per scan: the lowest tooth confidence, and ``review`` with one reason per findin
   gingiva, or real ones missed, are the likely errors there);
 * a side of the lone-premolar pattern read under ``auto`` dentition (both readings named; :mod:`.dentition`);
 * a tooth split in two, a tooth dropped between two teeth or at the arch's end, a mesh of several large
-  parts (:mod:`.review_checks`); a tooth added back where one was dropped (``mended``, :mod:`.dropped_teeth`);
+  parts (:mod:`.review_checks`); a tooth added back where one was dropped (``mended``, :mod:`.dropped_teeth`),
+  two pieces of one tooth merged (``merged``, :mod:`.cut_teeth`);
 * a jaw told from the teeth by a thin margin, or a named jaw the teeth contradict (:mod:`.jaw_from_teeth`).
 
 A side read under a given dentition is not flagged for what that dentition explains (a molar-sized "5"
@@ -96,7 +97,7 @@ class ToothConfidence:
 
 
 FINDINGS = ("uncertain", "twice", "wide", "narrow", "molar_sized", "room", "skipped", "none", "few", "dentition",
-            "split", "squeezed", "dropped", "lost_end", "parts", "mended", "jaw")
+            "split", "squeezed", "dropped", "lost_end", "parts", "mended", "merged", "jaw")
 """Kinds of review finding, in the order of the module doc."""
 
 
@@ -226,6 +227,13 @@ def scan_confidence(probs: np.ndarray, classes: np.ndarray, instances: np.ndarra
         names = ", ".join(str(fdi_of_index(a, jaw)) for a in mended)
         findings.append(("mended", f"tooth {names} had been left as gingiva where the network saw a tooth, and was "
                                    "numbered from its evidence (infer.mend_dropped): check it"))
+    merged = list(getattr(numbering, "merged", None) or [])
+    if merged:
+        from ..data.arch import fdi_of_index
+
+        names = "; ".join(f"{fdi_of_index(a, jaw)} + {fdi_of_index(b, jaw)}" for a, b in merged)
+        findings.append(("merged", f"teeth numbered {names} looked like one tooth cut in two and were merged, the "
+                                   "arch numbered again (infer.merge_cut_teeth): check it"))
     text = dentition.finding() if dentition is not None else None
     if text:
         findings.append(("dentition", text))

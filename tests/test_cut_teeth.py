@@ -67,3 +67,19 @@ def test_a_sound_arch_is_not_merged(name: str) -> None:
     plain, _ = number_teeth(cut, probs, aligned, scan.faces, scan.jaw, 17, areas=areas)
     merged, numbering = number_teeth(cut, probs, aligned, scan.faces, scan.jaw, 17, areas=areas, merge_cut_teeth=True)
     assert np.array_equal(plain, merged) and numbering.merged == []
+
+
+def test_the_inference_switch_merges_through_the_pipeline() -> None:
+    """``infer.merge_cut_teeth`` as tools/predict.py and tools/test.py pass it (refine_numbered, the jaw given)."""
+    from pointmamba.inference.pipeline import refine_numbered
+
+    scan, aligned, labels, _ = sample_arch("MSN021_lower")
+    failed = _failure(labels, aligned, 46)
+    probs = _probs_of(failed, scan.jaw)
+    options = {"graph_cut": False}  # the argmax is the failure itself
+    plain, _ = refine_numbered(probs, aligned, scan.faces, np.zeros_like(aligned), "lower", 17, options)
+    merged, numbering = refine_numbered(probs, aligned, scan.faces, np.zeros_like(aligned), "lower", 17,
+                                        {**options, "merge_cut_teeth": True})
+    whole = labels == 46
+    assert (class_to_fdi(plain, "lower", 17)[whole] == 46).mean() < 0.8
+    assert (class_to_fdi(merged, "lower", 17)[whole] == 46).mean() >= 0.95 and numbering.merged

@@ -118,6 +118,8 @@ RETIRED: dict[str, str] = {
     "infer.max_input_points": f"{_TAG}: thinning dense scans failed its rule (docs/results/scan_density)",
     "infer.graph_cut_density_angles": f"{_TAG}: it failed its rule (docs/results/scan_density)",
     "infer.mend_split": f"{_TAG}: merging split teeth failed its rule (docs/results/review_flag)",
+    "infer.merge_cut_teeth": "retired at once: it failed its rule held out; its code is at commit 6481640 "
+                             "(docs/results/review_flag)",
 }
 # the stored values under which a retired key did nothing that the code left does not do (a checkpoint
 # holding one of them loads silently; any other value is dropped with a warning)
@@ -137,6 +139,7 @@ _RETIRED_INERT: dict[str, tuple[Any, ...]] = {
     "infer.max_input_points": (None,),
     "infer.graph_cut_density_angles": (False,),
     "infer.mend_split": (False,),
+    "infer.merge_cut_teeth": (False,),
 }
 
 
@@ -179,7 +182,8 @@ def drop_retired(cfg: dict[str, Any], where: str) -> dict[str, Any]:
         node, last = _find(out, key)  # type: ignore[misc]
         del node[last]
     if changed:
-        warnings.warn(f"{where}: its stored config sets option(s) {_TAG}, now ignored: {', '.join(changed)}",
+        warnings.warn(f"{where}: its stored config sets retired option(s) (config.RETIRED), now ignored: "
+                      f"{', '.join(changed)}",
                       stacklevel=3)
     return out
 

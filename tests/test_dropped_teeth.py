@@ -65,7 +65,7 @@ def test_the_pipeline_switch_mends_and_the_jaw_from_the_teeth_is_told_as_before(
     c4, c5 = fdi_to_class(np.array([24, 25]), "upper", 17)
     probs[gone] = 0.0
     probs[gone, 0], probs[gone, c4], probs[gone, c5] = 0.36, 0.34, 0.30
-    options = {"graph_cut": False}
+    options = {"graph_cut": False, "mend_dropped": False}
     base, _, call = refine_either_jaw(probs, aligned, scan.faces, np.zeros_like(aligned), None, 17, options)
     mended, numbering, mended_call = refine_either_jaw(probs, aligned, scan.faces, np.zeros_like(aligned), None, 17,
                                                        {**options, "mend_dropped": True})

@@ -4,9 +4,6 @@ numbering is of its numbers.
 
 * ``split``: one tooth cut in two, the second half numbered as a missing neighbour: two neighbouring
   teeth, each about half its number's typical width, touching, together about one tooth wide;
-* ``squeezed``: a tooth cut in two whose halves took two numbers, one of them as wide as the number it took
-  (a molar as "15" + "16"), the teeth behind moved on one: two touching neighbours (no third molar) whose
-  widths together fall a quarter short of their numbers' typical widths;
 * ``dropped``: a tooth between two present teeth left as gingiva: a space of at least a tooth's width
   between neighbours, and across it a tooth's width of surface the network calls tooth;
 * ``lost_end``: a tooth at the end of the arch left as gingiva: behind the last tooth of a side, a
@@ -45,19 +42,6 @@ def looks_split(width_a: float, width_b: float, typical_a: float, typical_b: flo
     tooth (the ``split`` check)."""
     return (width_a < rules.split_half * typical_a and width_b < rules.split_half * typical_b
             and width_a + width_b <= rules.split_sum * max(typical_a, typical_b) and gap <= rules.split_gap_mm)
-
-
-def looks_squeezed(width_a: float, width_b: float, typical_a: float, typical_b: float, gap: float, fdi_a: int,
-                   fdi_b: int, rules: "ReviewRules") -> bool:
-    """Two touching neighbours, neither a third molar, whose widths together fall short of their numbers'
-    typical widths by more than ``1 - rules.squeeze`` (the ``squeezed`` check: a tooth cut in two whose
-    halves took two numbers, the narrower one as wide as the number it took); not where one is a fragment
-    (``rules.narrow``: its own finding)."""
-    if fdi_a % 10 == 8 or fdi_b % 10 == 8 or gap > rules.split_gap_mm:
-        return False
-    if width_a < rules.narrow * typical_a or width_b < rules.narrow * typical_b:
-        return False  # a fragment: the ``narrow`` finding says so
-    return width_a + width_b < rules.squeeze * (typical_a + typical_b)
 
 
 def _tooth_extent(theta: np.ndarray, radius: np.ndarray) -> float:
@@ -130,11 +114,6 @@ def failure_findings(teeth: list["ToothConfidence"], jaw: str, aligned: np.ndarr
         if looks_split(ia.width, ib.width, ta, tb, gap, rules):
             out.append(("split", f"teeth {a.fdi} and {b.fdi} each about half a tooth wide ({ia.width:.1f} and "
                                  f"{ib.width:.1f} mm, typical {ta:.1f} and {tb:.1f}) and touching: one tooth split in two?"))
-            continue
-        if looks_squeezed(ia.width, ib.width, ta, tb, gap, a.fdi, b.fdi, rules):
-            out.append(("squeezed", f"teeth {a.fdi} and {b.fdi} together {ia.width + ib.width:.1f} mm wide, typical "
-                                    f"{ta + tb:.1f}, and touching: a tooth cut between two numbers, the teeth behind "
-                                    "moved on one?"))
             continue
         skipped = skipped_between(a.fdi, b.fdi)
         expect = min(_typical(jaw, f) for f in skipped) if skipped else min(ta, tb)

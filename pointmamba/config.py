@@ -177,13 +177,12 @@ def drop_retired(cfg: dict[str, Any], where: str) -> dict[str, Any]:
     if not found:
         return cfg
     out = copy.deepcopy(cfg)
-    changed = [f"{key}={hit[0][hit[1]]!r}" for key, hit in found if not _inert(key, hit[0][hit[1]], cfg)]
+    changed = [f"{key}={hit[0][hit[1]]!r} ({RETIRED[key]})" for key, hit in found if not _inert(key, hit[0][hit[1]], cfg)]
     for key, _ in found:
         node, last = _find(out, key)  # type: ignore[misc]
         del node[last]
     if changed:
-        warnings.warn(f"{where}: its stored config sets retired option(s) (config.RETIRED), now ignored: "
-                      f"{', '.join(changed)}",
+        warnings.warn(f"{where}: its stored config sets retired option(s), now ignored: {'; '.join(changed)}",
                       stacklevel=3)
     return out
 

@@ -66,7 +66,7 @@ def test_tiny_seeded_run_gives_the_reference_weights_within_tolerance(run, array
 
 # the old checkpoint stores infer.tooth_decoding=True, retired since: loading it says so (asserted below)
 def test_old_checkpoint_predicts_as_before_within_tolerance(run, arrays) -> None:
-    with pytest.warns(UserWarning, match=r"retired after tag pre-renovation \(commit 483fb29\), now ignored: infer\.tooth_decoding=True"):
+    with pytest.warns(UserWarning, match=r"retired option\(s\), now ignored: infer\.tooth_decoding=True \(retired after tag pre-renovation \(commit 483fb29\)"):
         probs = torch.as_tensor(predict_probs(CHECKPOINT, run[0])).float()
     assert list(probs.shape) == REFERENCE["probs_shape"]
     assert (probs - arrays["probs"]).abs().max().item() <= PROBS_ATOL

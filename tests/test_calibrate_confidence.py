@@ -62,3 +62,20 @@ def test_truth_matches_the_reference_labels_of_a_real_scan(scans_dir: Path) -> N
     renamed = np.where(ref.labels == 31, 48, ref.labels)  # tooth 31 predicted as 48: the last instance
     instances = instances_from_labels(renamed)
     assert tooth_truth(instances, ref.labels)[int(instances.max())] == 31
+
+
+def test_the_table_counts_the_checks_on_the_whole_arch_as_the_tools_flag_does() -> None:
+    """A scan flagged only by a check on the whole arch (a tooth lost at the end) counts as flagged, as
+    tools/predict.py shows it; the confidence-only row leaves such checks out."""
+    import numpy as np
+
+    from pointmamba.inference.confidence import ReviewRules, ScanConfidence, ToothConfidence
+    from pointmamba.research.calibrate_confidence import flagged
+
+    lost = ("lost_end", "7.0 mm of tooth-like surface behind 16 left as gingiva")
+    teeth = [ToothConfidence(fdi, k + 1, 0.99, fdi + 1, 0.01, 100) for k, fdi in enumerate((11, 12, 13, 21, 22, 23))]
+    scan = {"confidence": ScanConfidence(teeth, [lost]), "jaw": "upper", "aligned": None,
+            "instances": np.repeat(np.arange(1, 7), 100), "arch_findings": [lost]}
+    assert flagged(scan, ReviewRules()) == [lost]
+    assert flagged(scan, ReviewRules(), whole_arch=False) == []
+    assert flagged({**scan, "arch_findings": []}, ReviewRules()) == []

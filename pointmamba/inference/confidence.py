@@ -92,8 +92,9 @@ class ToothConfidence:
         return f"tooth {self.fdi} ({self.confidence:.2f}; {self.runner_up}: {self.runner_up_confidence:.2f})"
 
 
-FINDINGS = ("uncertain", "twice", "wide", "narrow", "molar_sized", "room", "skipped", "none", "few", "dentition",
-            "split", "dropped", "lost_end", "parts", "mended", "jaw")
+TOOTH_FINDINGS = ("uncertain", "twice", "wide", "narrow", "molar_sized", "room", "skipped", "none", "few")
+"""The kinds :func:`review_findings` makes from the teeth's confidences, widths and spacing."""
+FINDINGS = TOOTH_FINDINGS + ("dentition", "split", "dropped", "lost_end", "parts", "mended", "jaw")
 """Kinds of review finding, in the order of the module doc."""
 
 

@@ -93,22 +93,29 @@ def scan_record(result: Any, reference, source: str) -> dict[str, Any]:
               "width_mm": t.width_mm, "vertices": t.vertices} for t in result.confidence.teeth]
     ref_teeth = {int(t) for t in set(reference.tolist()) if t > 0}
     found = {int(v) for v in truth.values()}
+    from pointmamba.inference.confidence import TOOTH_FINDINGS
+
     return {"name": result.name, "source": source, "jaw": result.jaw, "teeth": teeth,
             "wrong": any(t["wrong"] for t in teeth), "missed": sorted(ref_teeth - found),
-            "confidence": result.confidence, "aligned": result.aligned, "instances": result.instances}
+            "confidence": result.confidence, "aligned": result.aligned, "instances": result.instances,
+            "arch_findings": [f for f in result.confidence.findings if f[0] not in TOOTH_FINDINGS]}
 
 
-def flagged(scan: dict[str, Any], rules: Any) -> list[tuple[str, str]]:
+def flagged(scan: dict[str, Any], rules: Any, whole_arch: bool = True) -> list[tuple[str, str]]:
+    """The scan's review findings re-decided at ``rules`` (the per-tooth ones: confidence, widths, spacing),
+    plus, with ``whole_arch``, those of the checks on the whole arch as the segmentation made them (the
+    dentition, split / dropped / lost teeth, parts, the jaw): the flag ``tools/predict.py`` shows."""
     from pointmamba.inference.confidence import review_findings
 
     c = scan["confidence"]
-    return review_findings(c.teeth, scan["jaw"], scan["aligned"], scan["instances"], rules)
+    found = review_findings(c.teeth, scan["jaw"], scan["aligned"], scan["instances"], rules)
+    return found + (scan["arch_findings"] if whole_arch else [])
 
 
-def _table(scans: list[dict[str, Any]], rules: Any) -> dict[str, dict[str, Any]]:
+def _table(scans: list[dict[str, Any]], rules: Any, whole_arch: bool = True) -> dict[str, dict[str, Any]]:
     rows = {"flagged": {"scans": 0, "wrong": 0}, "unflagged": {"scans": 0, "wrong": 0}}
     for s in scans:
-        row = rows["flagged" if flagged(s, rules) else "unflagged"]
+        row = rows["flagged" if flagged(s, rules, whole_arch) else "unflagged"]
         row["scans"] += 1
         row["wrong"] += int(s["wrong"])
     for row in rows.values():
@@ -145,7 +152,7 @@ def summarize(scans: list[dict[str, Any]], rules: Any, bins: int) -> dict[str, A
     if wrong_c.size and right_c.size:
         ranking = float((wrong_c < right_c).mean() + 0.5 * (wrong_c == right_c).mean())
     return {"rules": rules.__dict__, "table": _table(scans, rules), "sweep": sweep, "ranking_auc": ranking,
-            "confidence_only": _table(scans, no_geometry), "findings": kinds, "reliability": reliability,
+            "confidence_only": _table(scans, no_geometry, whole_arch=False), "findings": kinds, "reliability": reliability,
             "teeth": {"count": len(teeth), "wrong": int((~right).sum())},
             "scans": {"count": len(scans), "wrong": sum(s["wrong"] for s in scans),
                       "missing_a_tooth": sum(bool(s["missed"]) for s in scans)}}

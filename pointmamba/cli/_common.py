@@ -45,6 +45,15 @@ def add_average_with_arg(parser: argparse.ArgumentParser, whose: str = "--checkp
                              "network built from its own stored config)")
 
 
+def add_study_args(parser: argparse.ArgumentParser) -> None:
+    """What a study of a checkpoint on a split takes (removal_check, dropped_teeth_check): ``--checkpoint``,
+    ``--average-with``, ``--split`` and the required ``--out``."""
+    parser.add_argument("--checkpoint", help="checkpoint (default: the shipped model)")
+    add_average_with_arg(parser)
+    parser.add_argument("--split", default="val", choices=("train", "val", "test"))
+    parser.add_argument("--out", required=True, help="output directory")
+
+
 def infer_overrides(items: list[str]) -> dict[str, Any]:
     """The ``infer`` switches a ``--set infer.KEY=VALUE ...`` list sets, checked against their defaults
     (types and ranges: a NaN smoothing weight hung the graph cut); ValueError for any other key (a
@@ -189,3 +198,16 @@ def run_main(main: Callable[[], Any]) -> None:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         sys.exit(130)
+
+
+def write_study(out: Path, json_name: str, payload: dict[str, Any], table: str, rows_file: str) -> None:
+    """The last step of a study tool (removal_check, dropped_teeth_check): DIR/``json_name`` (``payload``),
+    DIR/summary.md (the markdown ``table``), the table printed and every file it wrote named (``rows_file``,
+    its per-case CSV, written before)."""
+    from pointmamba.utils import finite_json
+    from pointmamba.utils.atomic_file import atomic_write
+
+    atomic_write(out / json_name, finite_json.dumps(payload, indent=2).encode())
+    atomic_write(out / "summary.md", table.encode())
+    print(table)
+    print(f"written: {out / rows_file}, {json_name}, summary.md")

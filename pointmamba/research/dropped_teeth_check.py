@@ -17,8 +17,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..utils import finite_json
-from ..cli._common import add_average_with_arg, add_config_args, open_eval_run, parse_args, run_main
+from ..cli._common import add_config_args, add_study_args, open_eval_run, parse_args, run_main, write_study
 
 
 def _cases(labels, jaw: str) -> list[tuple[int, str]]:
@@ -41,16 +40,13 @@ def _cases(labels, jaw: str) -> list[tuple[int, str]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_config_args(parser)
-    parser.add_argument("--checkpoint", help="checkpoint (default: the shipped model)")
-    add_average_with_arg(parser)
-    parser.add_argument("--split", default="val", choices=("train", "val", "test"))
-    parser.add_argument("--out", required=True, help="output directory")
+    add_study_args(parser)
     args = parse_args(parser)
 
     import numpy as np
     from tqdm import tqdm
 
-    from pointmamba.utils.atomic_file import atomic_write, write_csv
+    from pointmamba.utils.atomic_file import write_csv
     from pointmamba.cli.output_files import make_out_dir
     from pointmamba.data import class_to_fdi, load_scan
     from pointmamba.data.mesh import vertex_areas
@@ -104,12 +100,8 @@ def main() -> None:
         summary[kind] = s
         lines.append(f"| {kind} | {s['cases']} | {s['fired']} ({s['fired'] / n:.0%}) | {s['restored']} "
                      f"({s['restored'] / n:.0%}) | {s['others_changed']} |")
-    table = "\n".join(lines) + "\n"
-    atomic_write(out / "dropped_teeth_check.json",
-                 finite_json.dumps({**run.provenance(), "summary": summary}, indent=2).encode())
-    atomic_write(out / "summary.md", table.encode())
-    print(table)
-    print(f"written: {out / 'drops.csv'}, dropped_teeth_check.json, summary.md")
+    write_study(out, "dropped_teeth_check.json", {**run.provenance(), "summary": summary}, "\n".join(lines) + "\n",
+                "drops.csv")
 
 
 def cli() -> None:

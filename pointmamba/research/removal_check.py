@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..utils import finite_json
-from ..cli._common import add_average_with_arg, add_config_args, open_eval_run, parse_args, run_main
+from ..cli._common import add_config_args, add_study_args, open_eval_run, parse_args, run_main, write_study
 
 
 def main() -> None:
@@ -22,18 +21,15 @@ def main() -> None:
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_config_args(parser)
-    parser.add_argument("--checkpoint", help="checkpoint (default: the shipped model)")
-    add_average_with_arg(parser)
-    parser.add_argument("--split", default="val", choices=("train", "val", "test"))
+    add_study_args(parser)
     parser.add_argument("--mode", default="delete", choices=REMOVAL_MODES,
                         help="delete: cut the tooth's vertices out; flatten: lower its crown onto the gingiva; "
                              "close: flatten it and close its space (the teeth behind come forward)")
-    parser.add_argument("--out", required=True, help="output directory")
     args = parse_args(parser)
 
     from tqdm import tqdm
 
-    from pointmamba.utils.atomic_file import atomic_write, write_csv
+    from pointmamba.utils.atomic_file import write_csv
     from pointmamba.cli.output_files import make_out_dir
     from pointmamba.data import load_scan
     from pointmamba.data.missing_teeth import arch_is_complete
@@ -53,15 +49,12 @@ def main() -> None:
     make_out_dir(out)
     write_csv(out / "removals.csv", [{"scan": r.scan, "removed": r.tooth, "others": r.others,
                                       "changed": " ".join(map(str, r.changed))} for r in removals])
-    atomic_write(out / "removal_check.json", finite_json.dumps(
-        {**run.provenance(mode=args.mode), "summary": summary, "scans": [s.name for s in complete]}, indent=2).encode())
     table = (f"| removals | changing any other tooth | teeth checked | teeth changed |\n|---|---|---|---|\n"
              f"| {summary['removals']} ({summary['scans']} complete arches) | {summary['removals_changing_any']} "
              f"({summary['share_of_removals_changing_any']:.1%}) | {summary['teeth_checked']} | "
              f"{summary['teeth_changed']} ({summary['share_of_teeth_changed']:.1%}) |\n")
-    atomic_write(out / "summary.md", table.encode())
-    print(table)
-    print(f"written: {out / 'removals.csv'}, removal_check.json, summary.md")
+    write_study(out, "removal_check.json", {**run.provenance(mode=args.mode), "summary": summary,
+                                            "scans": [s.name for s in complete]}, table, "removals.csv")
 
 
 def cli() -> None:

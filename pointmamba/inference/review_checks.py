@@ -86,6 +86,32 @@ def end_region(last: "Instance", side: float, expect: float, theta: np.ndarray, 
     return region & (radius >= r_lo - band_mm) & (radius <= r_hi + band_mm)
 
 
+def dropped_space(a: "Instance", b: "Instance", gap: float, expect: float, theta: np.ndarray, radius: np.ndarray,
+                  tooth_like: np.ndarray | None, rules: "ReviewRules") -> tuple[float, np.ndarray | None] | None:
+    """The ``dropped`` check between neighbouring teeth ``a`` and ``b``, ``gap`` mm apart, where a tooth of
+    typical width ``expect`` (mm) would fit: (the extent in mm of the tooth-like surface there, its
+    :func:`gap_region` mask) when the space is at least ``rules.dropped_gap`` x ``expect`` and that surface
+    reaches ``rules.tooth_share`` x ``expect``; else None. ``tooth_like`` None: the space itself counts
+    (extent = ``gap``, no mask)."""
+    if gap < rules.dropped_gap * expect:
+        return None
+    if tooth_like is None:
+        return (gap, None) if gap >= rules.tooth_share * expect else None
+    region = gap_region(a, b, theta, radius, tooth_like)
+    extent = _tooth_extent(theta[region], radius[region])
+    return (extent, region) if extent >= rules.tooth_share * expect else None
+
+
+def lost_behind(last: "Instance", side: float, expect: float, theta: np.ndarray, radius: np.ndarray,
+                tooth_like: np.ndarray, rules: "ReviewRules") -> tuple[float, np.ndarray] | None:
+    """The ``lost_end`` check behind ``last``, a side's last tooth (``side``: see :func:`end_region`), the next
+    tooth ``expect`` mm wide: (the extent in mm of the tooth-like surface there, its :func:`end_region`
+    mask) when it reaches ``rules.end_share`` x ``expect``; else None."""
+    region = end_region(last, side, expect, theta, radius, tooth_like)
+    extent = _tooth_extent(theta[region], radius[region])
+    return (extent, region) if extent >= rules.end_share * expect else None
+
+
 def failure_findings(teeth: list["ToothConfidence"], jaw: str, aligned: np.ndarray, instances: np.ndarray,
                      probs: np.ndarray | None, rules: "ReviewRules") -> list[tuple[str, str]]:
     """``(kind, text)`` of the ``split``, ``dropped`` and ``lost_end`` checks (see the module doc) for the
@@ -117,14 +143,9 @@ def failure_findings(teeth: list["ToothConfidence"], jaw: str, aligned: np.ndarr
             continue
         skipped = skipped_between(a.fdi, b.fdi)
         expect = min(_typical(jaw, f) for f in skipped) if skipped else min(ta, tb)
-        if gap < rules.dropped_gap * expect:
-            continue
-        if tooth_like is None:
-            extent = gap
-        else:
-            region = gap_region(ia, ib, theta, radius, tooth_like)
-            extent = _tooth_extent(theta[region], radius[region])
-        if extent >= rules.tooth_share * expect:
+        hit = dropped_space(ia, ib, gap, expect, theta, radius, tooth_like, rules)
+        if hit is not None:
+            extent = hit[0]
             what = f"{', '.join(map(str, skipped))} missing" if skipped else "no number missing"
             out.append(("dropped", f"{gap:.1f} mm between {a.fdi} and {b.fdi} ({what}) with {extent:.1f} mm of "
                                    f"tooth-like surface left as gingiva (typical tooth {expect:.1f} mm): a tooth dropped?"))
@@ -148,10 +169,9 @@ def _lost_at_ends(teeth: list["ToothConfidence"], inst: list, jaw: str, theta: n
         if tooth.fdi % 10 >= 8:
             continue
         expect = _typical(jaw, tooth.fdi + 1)
-        region = end_region(inst[last], side, expect, theta, radius, tooth_like)
-        extent = _tooth_extent(theta[region], radius[region])
-        if extent >= rules.end_share * expect:
-            out.append(("lost_end", f"{extent:.1f} mm of tooth-like surface behind {tooth.fdi} left as gingiva "
+        hit = lost_behind(inst[last], side, expect, theta, radius, tooth_like, rules)
+        if hit is not None:
+            out.append(("lost_end", f"{hit[0]:.1f} mm of tooth-like surface behind {tooth.fdi} left as gingiva "
                                     f"(typical {tooth.fdi + 1}: {expect:.1f} mm): a tooth lost at the arch's end?"))
     return out
 

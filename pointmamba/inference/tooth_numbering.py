@@ -391,10 +391,7 @@ def number_teeth(labels: np.ndarray, probs: np.ndarray, aligned: np.ndarray, fac
         from .confidence import ReviewRules
         from .dropped_teeth import dropped_regions
 
-        from ..data.mesh import mesh_edges
-
-        regions = dropped_regions(numbering, out, probs, aligned, mesh_edges(faces), priors, ReviewRules(),
-                                  min_vertices)
+        regions = dropped_regions(numbering, out, probs, aligned, faces, priors, ReviewRules(), min_vertices)
         if regions:
             unmended = measured
             measured = measured_pieces(list(pieces) + regions, aligned, probs, areas)

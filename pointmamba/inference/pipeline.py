@@ -212,6 +212,17 @@ def refine(probs: np.ndarray, aligned: np.ndarray, faces: np.ndarray, normals: n
     return refine_numbered(probs, aligned, faces, normals, jaw, num_classes, options)[0]
 
 
+def jaw_probabilities(probs: np.ndarray, num_classes: int, jaw: str | None) -> np.ndarray:
+    """``probs`` (V, C) restricted to ``jaw``'s classes and renormalized, as :func:`refine_numbered` cuts and
+    numbers them; unchanged where the jaw is unknown or the classes are one jaw's already."""
+    keep = _jaw_classes(num_classes, jaw)
+    if keep is None:
+        return probs
+    masked = np.zeros_like(probs)
+    masked[:, keep] = probs[:, keep]
+    return masked / np.maximum(masked.sum(1, keepdims=True), 1e-12)
+
+
 def refine_numbered(probs: np.ndarray, aligned: np.ndarray, faces: np.ndarray, normals: np.ndarray,
                     jaw: str | None, num_classes: int, options: dict[str, Any],
                     progress: Callable[[str], None] | None = None) -> tuple[np.ndarray, Any]:
@@ -219,11 +230,7 @@ def refine_numbered(probs: np.ndarray, aligned: np.ndarray, faces: np.ndarray, n
     or the jaw is unknown: the cut's labels as they are); ``progress`` is told each step as it starts."""
     options = infer_options({"infer": options})  # a key left out means its documented default, never "off"
     step = progress or (lambda name: None)
-    keep = _jaw_classes(num_classes, jaw)
-    if keep is not None:
-        masked = np.zeros_like(probs)
-        masked[:, keep] = probs[:, keep]
-        probs = masked / np.maximum(masked.sum(1, keepdims=True), 1e-12)
+    probs = jaw_probabilities(probs, num_classes, jaw)
     labels = _cut(probs, aligned, faces, normals, options, step)
     numbering = None
     if jaw is not None and options["instance_numbering"]:

@@ -50,7 +50,7 @@ def main() -> None:
     from pointmamba.cli.output_files import make_out_dir
     from pointmamba.data import class_to_fdi, load_scan
     from pointmamba.data.mesh import vertex_areas
-    from pointmamba.inference.pipeline import _cut, _jaw_classes, _number, scan_probabilities
+    from pointmamba.inference.pipeline import _cut, _number, jaw_probabilities, scan_probabilities
 
     run = open_eval_run(args)
     model, cfg, device, out = run.model, run.cfg, run.device, run.out
@@ -62,10 +62,7 @@ def main() -> None:
             continue
         ref = scan.labels.astype(np.int64)
         options, probs, aligned, normals = scan_probabilities(model, scan, cfg, device)
-        keep = _jaw_classes(num_classes, scan.jaw)
-        masked = np.zeros_like(probs)
-        masked[:, keep] = probs[:, keep]
-        probs = masked / np.maximum(masked.sum(1, keepdims=True), 1e-12)
+        probs = jaw_probabilities(probs, num_classes, scan.jaw)
         cut = _cut(probs, aligned, scan.faces, normals, options, lambda name: None)
         areas = vertex_areas(aligned, scan.faces)
         for tooth, kind in _cases(ref, scan.jaw):

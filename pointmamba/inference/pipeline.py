@@ -34,18 +34,20 @@ class Prediction:
 
 
 def load_trained(checkpoint: str | Path, device: torch.device, config: dict[str, Any] | None = None,
-                 average_with: Sequence[str | Path] = ()) -> tuple[nn.Module, dict[str, Any]]:
+                 average_with: Sequence[str | Path] = (), state: dict[str, Any] | None = None
+                 ) -> tuple[nn.Module, dict[str, Any]]:
     """The trained network in eval mode, with RelPos in its trained warm-up state (buffers in the weights), and its config.
 
     ``config`` None builds the model from the config stored in the checkpoint; a resolved config (e.g.
     the one ``tools/test.py --config`` names) is used instead when given. A model file that holds more
     networks (``average_with``, see :mod:`.averaged_networks`), or checkpoints named in ``average_with``,
     give an :class:`~.averaged_networks.AveragedNetworks`: the first network is this checkpoint's (built
-    from ``config``), each other is built from its own stored config.
+    from ``config``), each other is built from its own stored config. ``state``: the checkpoint as
+    :func:`~pointmamba.checkpoints.checkpoint.load_checkpoint` read it already (None: read it here).
     """
     from .averaged_networks import AveragedNetworks, check_one_network
 
-    state = load_checkpoint(checkpoint, map_location="cpu")
+    state = load_checkpoint(checkpoint, map_location="cpu") if state is None else state
     if config is None:  # checked as a config file is: a crafted one fails here, in one line, allocating nothing
         config = checkpoint_config(state, checkpoint)
     model = _build_network(state, config, checkpoint)

@@ -26,12 +26,17 @@ class Teacher:
     """The averaged networks of a model file, predicting on a student's training batches."""
 
     def __init__(self, checkpoint: str | Path, student: dict[str, Any], device: torch.device) -> None:
+        from ..checkpoints.checkpoint import load_checkpoint
         from ..checkpoints.shipped import resolve_checkpoint
         from ..inference.averaged_networks import inference_members
         from ..inference.pipeline import load_trained
+        from .training_scans import of_state
 
         path = resolve_checkpoint(None if str(checkpoint) == "pretrained" else checkpoint)
-        model, cfg = load_trained(path, device)
+        state = load_checkpoint(path)  # read once: the networks and the scans each saw
+        model, cfg = load_trained(path, device, state=state)
+        # each network's training scans (None: unknown): the student's run owns them
+        self.training_scans = [of_state(m) for m in [state] + list(state.get("average_with") or [])]
         for parameter in model.parameters():
             parameter.requires_grad_(False)
         self.members = inference_members(model, {**cfg, "infer": {"average_networks": True}})

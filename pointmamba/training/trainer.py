@@ -81,9 +81,8 @@ class Trainer:
             from .distillation import Teacher
 
             self.teacher = Teacher(cfg["train"]["distill_from"], cfg, self.device)
-            teacher_state = load_checkpoint(self.teacher.path, map_location="cpu")
-            for member in [teacher_state] + list(teacher_state.get("average_with") or []):
-                self._add_starting_scans(self.teacher.path, member)  # what the teacher saw, the student learns
+            for scans in self.teacher.training_scans:  # what the teacher saw, the student learns
+                self._add_starting_scans(self.teacher.path, scans)
             self.log(f"distillation: {len(self.teacher)} teacher network(s) from {self.teacher.path}, "
                      f"weight {cfg['train']['distill_weight']}, temperature {cfg['train']['distill_temperature']}")
         self.build_optimizer()
@@ -215,6 +214,7 @@ class Trainer:
         """Fine-tuning: load the weights (not the optimizer or schedule) of a checkpoint or the shipped model."""
         from ..checkpoints.shipped import resolve_checkpoint
         from ..checkpoints.checkpoint import input_hint
+        from .training_scans import of_state
 
         path = resolve_checkpoint(name)
         state = load_checkpoint(path, map_location=self.device)
@@ -227,16 +227,13 @@ class Trainer:
                              f"{(bad + missing)[0]}); use the checkpoint's model section"
                              + input_hint(state.get("config") or {}, self.cfg))
         self.net.load_state_dict(state["model"])
-        self._add_starting_scans(path, state)
+        self._add_starting_scans(path, of_state(state))
         others = state.get("average_with") or []  # a file of averaged networks: its first is the one at the top
         self.log(f"initialized from {path}" + (f" (the first of its {len(others) + 1} averaged networks)" if others else ""))
 
-    def _add_starting_scans(self, path: Path, state: dict[str, Any]) -> None:
-        """A starting model's (fine-tuning) or a teacher network's (distillation) training scans count as this
-        run's: its scores on them are fit."""
-        from .training_scans import of_state
-
-        scans = of_state(state)
+    def _add_starting_scans(self, path: Path, scans: Any) -> None:
+        """A starting model's (fine-tuning) or a teacher network's (distillation) training ``scans``
+        (:func:`~.training_scans.of_state`; None: unknown) count as this run's: its scores on them are fit."""
         if scans is None:
             self.log(f"warning: {path} records no training scans and its config does not determine them here: "
                      "this run's checkpoints list only its own")

@@ -16,6 +16,7 @@ Targets (2 cores, quiet machine): 200k in process <= 3 s, 5k in process <= 0.7 s
 
     .venv/bin/python bench/predict.py [--sizes 5k 50k 200k] [--repeats 3] [--process-repeats 2] [--json]
     .venv/bin/python bench/predict.py --scans ../shared/data/scans    # where MLEX001 lives
+    .venv/bin/python bench/predict.py --set infer.graph_cut_fine_cycles=1   # inference options, as the tool takes
 """
 from __future__ import annotations
 
@@ -66,7 +67,7 @@ def make_scans(folder: Path, sizes: list[str], shared: Path) -> dict[str, Path]:
     return out
 
 
-def run_tool(scan: Path, out: Path, threads: int) -> tuple[float, dict[str, float]]:
+def run_tool(scan: Path, out: Path, threads: int, overrides: list[str] = ()) -> tuple[float, dict[str, float]]:
     """One in-process run of the predict tool on ``scan``: (its seconds for the scan, per step)."""
     import torch
 
@@ -79,7 +80,7 @@ def run_tool(scan: Path, out: Path, threads: int) -> tuple[float, dict[str, floa
 
     torch.set_num_threads(threads)
     argv = sys.argv
-    sys.argv = ["predict", str(scan), "--out", str(out), "--overwrite"]
+    sys.argv = ["predict", str(scan), "--out", str(out), "--overwrite"] + (["--set", *overrides] if overrides else [])
     printed = io.StringIO()
     try:
         with contextlib.ExitStack() as stack:
@@ -93,10 +94,11 @@ def run_tool(scan: Path, out: Path, threads: int) -> tuple[float, dict[str, floa
     return seconds, dict(outer.children[0].seconds) if outer is not None and outer.children else {}
 
 
-def process_time(scan: Path, out: Path, threads: int) -> float:
+def process_time(scan: Path, out: Path, threads: int, overrides: list[str] = ()) -> float:
     env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
     start = time.perf_counter()
-    subprocess.run([sys.executable, str(ROOT / "tools" / "predict.py"), str(scan), "--out", str(out), "--overwrite"],
+    subprocess.run([sys.executable, str(ROOT / "tools" / "predict.py"), str(scan), "--out", str(out), "--overwrite"]
+                   + (["--set", *overrides] if overrides else []),
                    check=True, capture_output=True, env=env)
     return time.perf_counter() - start
 
@@ -109,6 +111,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--scans", type=Path, default=SHARED_SCANS, help="folder holding MLEX001/ (Teeth3DS layout)")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--set", nargs="+", default=[], metavar="infer.KEY=VALUE", dest="overrides",
+                        help="inference options passed to the tool")
     args = parser.parse_args()
     results: dict[str, dict] = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -118,20 +122,20 @@ def main() -> None:
         for size, scan in scans.items():
             out = tmp_path / f"out_{size}"
             row: dict = {"vertices": None}
-            seconds, steps = run_tool(scan, out, args.threads)
+            seconds, steps = run_tool(scan, out, args.threads, args.overrides)
             if first:
                 row["first_in_process_s"], row["first_steps_s"] = seconds, steps
                 first = False
             best = (float("inf"), {})
             for _ in range(args.repeats):
-                best = min(best, run_tool(scan, out, args.threads), key=lambda r: r[0])
+                best = min(best, run_tool(scan, out, args.threads, args.overrides), key=lambda r: r[0])
             row["in_process_s"], row["steps_s"] = best
             row["vertices"] = int(json.loads((out / f"{scan.stem}.json").read_text())["labels"].__len__())
             if args.process_repeats > 0:
-                row["process_s"] = min(process_time(scan, out, args.threads) for _ in range(args.process_repeats))
+                row["process_s"] = min(process_time(scan, out, args.threads, args.overrides) for _ in range(args.process_repeats))
             row["targets"] = TARGETS.get(size, {})
             results[size] = row
-    figures = {"sizes": results, "threads": args.threads, "load_avg_1min": os.getloadavg()[0],
+    figures = {"sizes": results, "threads": args.threads, "overrides": args.overrides, "load_avg_1min": os.getloadavg()[0],
                "machine": f"{platform.machine()} {platform.python_version()}"}
     if args.json:
         print(json.dumps(figures))

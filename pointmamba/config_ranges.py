@@ -43,6 +43,7 @@ RANGES: dict[str, tuple[float | None, float | None, bool]] = {
     # inference: a NaN or huge smoothing weight overflowed the graph cut's integer costs (it never ended)
     "infer.graph_cut_smoothing": (0, 1000, True),
     "infer.graph_cut_density_power": (0, 4, True),
+    "infer.graph_cut_fine_cycles": (1, 1000, True),
     "infer.numbering_fragment_cost": (0, 1000, True),
     "infer.numbering_evidence_weight": (0, 100, False),
     # model

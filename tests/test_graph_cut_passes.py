@@ -114,3 +114,52 @@ def test_coarse_pass_alone_would_be_worse(fine_scan: dict[str, np.ndarray], monk
     monkeypatch.setattr(gc, "CANDIDATE_NATS", -1.0)
     coarse = gc.graph_cut(*args, smoothing=3.0)
     assert _energy(s, two) < _energy(s, coarse)
+
+
+def test_fine_cycles_stop_the_fine_pass_early(fine_scan: dict[str, np.ndarray]) -> None:
+    """``fine_cycles`` cuts the fine pass short: from the same start every applied move lowers the energy, so
+    one cycle ends at or above two, two at or above running to convergence, and MAX_CYCLES is the default."""
+    s = fine_scan
+    args = (s["probs"], s["vertices"], s["faces"], s["normals"])
+    full = gc.graph_cut(*args, smoothing=3.0)
+    one = gc.graph_cut(*args, smoothing=3.0, fine_cycles=1)
+    two = gc.graph_cut(*args, smoothing=3.0, fine_cycles=2)
+    assert np.array_equal(gc.graph_cut(*args, smoothing=3.0, fine_cycles=gc.MAX_CYCLES), full)
+    assert (one != full).any()  # this mesh needs more than one cycle, so the switch is seen
+    assert _energy(s, one) >= _energy(s, two) >= _energy(s, full)
+    assert (one == full).mean() >= 0.995
+
+
+def test_fine_cycles_leave_a_coarse_mesh_alone() -> None:
+    """A mesh too coarse for two passes (the decimated scans, as the network was trained on) is one cut:
+    the fine pass's cycles change nothing there."""
+    from pointmamba.data.dataset import preprocess_scan
+    from pointmamba.data.mesh import apply_transform, vertex_normals
+
+    scan = load_scan(SAMPLE)
+    vertices = apply_transform(scan.vertices, preprocess_scan(scan)["transform"])
+    rng = np.random.default_rng(3)
+    probs = rng.dirichlet(np.ones(17) * 0.3, size=len(vertices)) * 0.5
+    probs[np.arange(len(vertices)), fdi_to_class(scan.labels, scan.jaw, 17)] += 0.5
+    args = (probs, vertices, scan.faces, vertex_normals(vertices, scan.faces))
+    assert np.array_equal(gc.graph_cut(*args, smoothing=3.0, fine_cycles=1), gc.graph_cut(*args, smoothing=3.0))
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, True, "2"])
+def test_fine_cycles_must_be_a_positive_integer(bad: object) -> None:
+    probs = np.full((3, 2), 0.5)
+    with pytest.raises(ValueError, match="fine_cycles"):
+        gc.graph_cut(probs, np.eye(3), np.array([[0, 1, 2]]), np.eye(3), fine_cycles=bad)
+
+
+def test_the_infer_option_reaches_the_fine_pass(fine_scan: dict[str, np.ndarray]) -> None:
+    """``infer.graph_cut_fine_cycles`` as a user sets it (the inference options) is the cut's ``fine_cycles``."""
+    from pointmamba.inference.pipeline import refine
+
+    s = fine_scan
+    args = (s["probs"], s["vertices"], s["faces"], s["normals"])
+    labels = {}
+    for n in (1, 20):
+        labels[n] = refine(*args, None, 17, {"graph_cut_fine_cycles": n, "graph_cut_density_power": 0.0})
+        assert np.array_equal(labels[n], gc.graph_cut(*args, smoothing=3.0, fine_cycles=n))
+    assert (labels[1] != labels[20]).any()

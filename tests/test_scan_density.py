@@ -86,6 +86,7 @@ def test_a_scan_at_4x_and_16x_its_vertices_is_cut_as_it_is_at_1x_by_default() ->
     _, probs, aligned, normals = scan_probabilities(model, scan, cfg, torch.device("cpu"))
     options = {**infer_options(cfg), "instance_numbering": False}
     assert options["graph_cut_density_power"] == 2.0 and options["graph_cut_coarse_first"] is True
+    assert options["graph_cut_fine_cycles"] == 1
     old = {"graph_cut_density_power": 0.0}
     at_1x = refine(probs, aligned, scan.faces, normals, scan.jaw, 17, options)
     v, f, p = aligned, scan.faces, probs

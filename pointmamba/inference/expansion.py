@@ -43,8 +43,8 @@ def restricted_expansion(edges: np.ndarray, weights: np.ndarray, cost: np.ndarra
              for alpha in range(n_labels)]
     # a move depends only on the labels of the sites it may move and of their neighbours (``looks[alpha]``):
     # after a move that changed nothing it stays idle until one of those changes (``stale``)
-    looks = np.zeros((n_labels, n), dtype=bool)
-    for alpha in range(n_labels):
+    looks = np.zeros((n_labels, n if max_cycles > 1 else 0), dtype=bool)  # one cycle: nothing to wake
+    for alpha in range(n_labels if max_cycles > 1 else 0):
         looks[alpha, movers[alpha]] = True
         looks[alpha, edges[reach[alpha]].ravel()] = True
     stale = np.ones(n_labels, dtype=bool)
@@ -73,7 +73,8 @@ def restricted_expansion(edges: np.ndarray, weights: np.ndarray, cost: np.ndarra
                 gain += int((w_all[touched] * ((labels[ta] != labels[tb]).astype(np.int64)
                                                - (new[ta] != new[tb]))).sum())
                 if gain > 0:
-                    stale |= looks[:, moved].any(1)
+                    if looks.shape[1]:
+                        stale |= looks[:, moved].any(1)
                     labels = new
                     changed = True
                 else:

@@ -116,16 +116,19 @@ def density_factor(vertices: np.ndarray, edges: np.ndarray, power: float) -> flo
 
 def graph_cut(probs: np.ndarray, vertices: np.ndarray, faces: np.ndarray, normals: np.ndarray,
               smoothing: float = 1.0, settle: bool = True, coarse_first: bool = True,
-              density_power: float = 0.0) -> np.ndarray:
+              density_power: float = 0.0, fine_cycles: int = MAX_CYCLES) -> np.ndarray:
     """Labels (V,) minimizing the energy of the module doc; classes with zero probability everywhere are
     left out of the optimization (they cannot win). ``settle``: settled vertices keep their class and only
     the others are cut (see module doc). ``coarse_first``: a fine mesh is cut coarse first, then vertex
     by vertex near the boundaries (see module doc); False: one cut of every unsettled vertex.
     ``density_power``: on a mesh finer than the training scans ``smoothing`` grows by
-    :func:`density_factor` (0: the same smoothing at every density)."""
+    :func:`density_factor` (0: the same smoothing at every density). ``fine_cycles``: the fine pass's
+    alpha-expansion cycles at most (:data:`MAX_CYCLES`: until a cycle changes nothing)."""
     probs = np.asarray(probs, dtype=np.float64)
     if not (np.isfinite(smoothing) and 0 <= smoothing <= MAX_SMOOTHING):
         raise ValueError(f"graph_cut: smoothing must be in [0, {MAX_SMOOTHING:g}], got {smoothing!r}")
+    if isinstance(fine_cycles, bool) or not isinstance(fine_cycles, (int, np.integer)) or fine_cycles < 1:
+        raise ValueError(f"graph_cut: fine_cycles must be an integer >= 1, got {fine_cycles!r}")
     if not (np.isfinite(density_power) and density_power >= 0):
         raise ValueError(f"graph_cut: density_power must be finite and >= 0, got {density_power!r}")
     if not np.isfinite(probs).all():  # NaN costs abort the GCO library natively (the process dies)
@@ -147,7 +150,7 @@ def graph_cut(probs: np.ndarray, vertices: np.ndarray, faces: np.ndarray, normal
     free = ~settled_vertices(unary, edges) if settle else np.ones(n, dtype=bool)
 
     def cut(e: np.ndarray, w: np.ndarray, c: np.ndarray, sites: np.ndarray) -> np.ndarray:
-        return _coarse_then_fine(e, w, c, points[sites]) if coarse_first else _expansion(e, w, c)
+        return _coarse_then_fine(e, w, c, points[sites], fine_cycles) if coarse_first else _expansion(e, w, c)
 
     return used[_cut_free(free, labels, unary_i, edges, weights_i, cut)]
 
@@ -179,13 +182,14 @@ def _cut_free(free: np.ndarray, labels: np.ndarray, unary: np.ndarray, edges: np
     return labels
 
 
-def _coarse_then_fine(edges: np.ndarray, weights: np.ndarray, cost: np.ndarray, points: np.ndarray) -> np.ndarray:
+def _coarse_then_fine(edges: np.ndarray, weights: np.ndarray, cost: np.ndarray, points: np.ndarray,
+                      fine_cycles: int = MAX_CYCLES) -> np.ndarray:
     """The cut of a fine mesh in two passes. First the same energy on cells of ``COARSE_CELL_MM`` (a
     cell's cost is its vertices' summed costs, an edge between two cells the summed weights of the mesh
     edges between them): the labelling constant per cell. Then every vertex, starting from its cell's
     label, may take the labels of the cells within ``CANDIDATE_CELLS`` cells and those within
-    ``CANDIDATE_NATS`` of its cheapest (:func:`.expansion.restricted_expansion`): far from a boundary
-    that is one label, so only the vertices along the boundaries move. A mesh with fewer than
+    ``CANDIDATE_NATS`` of its cheapest (:func:`.expansion.restricted_expansion`, ``fine_cycles`` cycles at
+    most): far from a boundary that is one label, so only the vertices along the boundaries move. A mesh with fewer than
     ``COARSE_MIN_VERTICES`` vertices a cell is cut directly."""
     cell_index = np.floor(points / COARSE_CELL_MM)
     cell_index -= cell_index.min(0)
@@ -220,7 +224,7 @@ def _coarse_then_fine(edges: np.ndarray, weights: np.ndarray, cost: np.ndarray, 
     for _ in range(CANDIDATE_CELLS):
         near = near + adjacency @ near
     close = cost - cost.min(1, keepdims=True) <= round(CANDIDATE_NATS * 100)
-    return restricted_expansion(edges, weights, cost, (near[cells] > 0) | close, coarse[cells], MAX_CYCLES)
+    return restricted_expansion(edges, weights, cost, (near[cells] > 0) | close, coarse[cells], fine_cycles)
 
 
 def _expansion(edges: np.ndarray, weights: np.ndarray, cost: np.ndarray) -> np.ndarray:

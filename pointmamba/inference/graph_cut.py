@@ -24,7 +24,9 @@ two passes: one cut, every label as before (415,717 vertices). ``coarse_first=Fa
 the unsettled vertices on any mesh. (Those figures are of the candidates (2 cells, 1 nat) and the old
 smoothing; with the smoothing scaled by density (``density_power``) they fell short of one cut, split B's val
 scans at 16x their vertices 0.807 against 0.830, and the wider candidates below, 6 cells and 3 nats, match it:
-0.830, at 0.43 of one cut's time on 201k vertices; docs/results/scan_density.)
+0.830, at 0.43 of one cut's time on 201k vertices; docs/results/scan_density.) The fine pass runs one cycle
+of its moves (``fine_cycles``): later cycles changed about 0.1 % of the labels and cost more than the
+first; val scans at 4x / 16x score within 0.0005 of running it to convergence (docs/results/predict_speed).
 """
 from __future__ import annotations
 

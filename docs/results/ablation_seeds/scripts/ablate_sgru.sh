@@ -1,4 +1,4 @@
 cd "$(git rev-parse --show-toplevel)"
 export OMP_NUM_THREADS=1
 SET='train.epochs=10 model.enc_channels=[16,32,64,128] model.enc_depths=[1,1,1,1] model.dec_channels=[16,32,64] data.max_points=3000 train.val_interval=1 train.progress=false'
-.venv/bin/python tools/ablate.py configs/ablation/sin_gru.yaml --seeds 1 --out work_dirs/ablation_seeds --set $SET
+.venv/bin/python -m pointmamba.cli.ablate configs/ablation/sin_gru.yaml --seeds 1 --out work_dirs/ablation_seeds --set $SET

@@ -120,6 +120,8 @@ RETIRED: dict[str, str] = {
     "infer.mend_split": f"{_TAG}: merging split teeth failed its rule (docs/results/review_flag)",
     "infer.merge_cut_teeth": "retired at once: it failed its rule held out; its code is at commit 6481640 "
                              "(docs/results/review_flag)",
+    "infer.deal_views": "retired at once: it failed its rule held out (split B's 10th percentile); its code is "
+                        "at commit af073b7 (docs/results/predict_speed)",
 }
 # the stored values under which a retired key did nothing that the code left does not do (a checkpoint
 # holding one of them loads silently; any other value is dropped with a warning)
@@ -140,6 +142,7 @@ _RETIRED_INERT: dict[str, tuple[Any, ...]] = {
     "infer.graph_cut_density_angles": (False,),
     "infer.mend_split": (False,),
     "infer.merge_cut_teeth": (False,),
+    "infer.deal_views": (False,),
 }
 
 

@@ -86,38 +86,6 @@ def test_networks_on_other_grids_or_with_the_jaw_are_averaged_each_on_its_own_in
         np.testing.assert_allclose(probabilities(both, cfg, scan), (pa + pb) / 2, rtol=0, atol=1e-12)
 
 
-def _views(model: torch.nn.Module, cfg: dict, scan_path: Path, views: list) -> np.ndarray:
-    """The summed probabilities of ``views`` (no division)."""
-    from pointmamba.inference.pipeline import summed_view_probabilities
-
-    scan = load_scan(scan_path)
-    arrays = {k: v for k, v in preprocess_scan(scan).items() if k != "labels"}
-    return summed_view_probabilities(model, arrays, scan.name, cfg, CPU, views)[0]
-
-
-def test_dealt_views_send_each_view_through_one_network(pair: tuple[Path, Path, Path], tmp_path: Path) -> None:
-    """``infer.deal_views``: the first network sees the scan, the second its mirror, and the mean is over
-    those two forward passes; with fewer views than networks every network sees every view, as before. Also
-    for networks on different grids (prepared apart)."""
-    from pointmamba.inference.pipeline import TestView
-
-    coords, free, scan = pair
-    other_grid = saved(tmp_path / "grid.pth", TINY_MODEL + ["data.grid_size=0.5"], 2)
-    a, a_cfg = load_trained(coords, CPU)
-    for second in (free, other_grid):
-        b, b_cfg = load_trained(second, CPU)
-        both, cfg = load_trained(coords, CPU, average_with=[second])
-        dealt = {**cfg, "infer": {**cfg["infer"], "deal_views": True}}
-        plain = _views(a, a_cfg, scan, [TestView(False)])
-        mirrored = _views(b, b_cfg, scan, [TestView(True)])
-        assert np.abs(plain - mirrored).max() > 0.01  # two networks, two views: the test below could fail
-        np.testing.assert_allclose(probabilities(both, dealt, scan), (plain + mirrored) / 2, rtol=0, atol=1e-6)
-        assert np.abs(probabilities(both, dealt, scan) - probabilities(both, cfg, scan)).max() > 1e-3
-        scan_arrays = {k: v for k, v in preprocess_scan(load_scan(scan)).items() if k != "labels"}
-        one_view = [vertex_probabilities(both, scan_arrays, "s", c, CPU, mirror_tta=False)[0] for c in (dealt, cfg)]
-        assert np.array_equal(*one_view)
-
-
 def test_a_compact_file_holds_the_pair_and_predicts_as_the_two_files_do(pair: tuple[Path, Path, Path],
                                                                         tmp_path: Path) -> None:
     coords, free, scan = pair

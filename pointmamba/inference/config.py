@@ -25,10 +25,6 @@ INFER_DEFAULTS: dict[str, Any] = {
     # how many prior terms the network's mean probability over a tooth counts for in the instance numbering
     # (inference/arch_priors.py EVIDENCE_WEIGHT); lower lets the priors overrule a network sure of a wrong number
     "numbering_evidence_weight": 2.0,
-    # a model file of several networks (infer.average_networks) with several test-time views: each view goes
-    # through one network (network k the views k, k + n, ...) instead of through every one, half the
-    # forward passes of the shipped pair with mirror TTA (pre-registered: docs/results/predict_speed/log.md)
-    "deal_views": False,
     "graph_cut": True,  # smooth labels on the mesh by alpha-expansion (inference/graph_cut.py)
     "graph_cut_smoothing": 3.0,  # weight of the cut cost against -log p (1 / 2 / 3 measured; 3 best on both)
     # on a mesh finer than the training scans (mean edge < 0.677 mm) the smoothing grows by

@@ -145,27 +145,22 @@ def summed_view_probabilities(model: nn.Module, arrays: dict[str, np.ndarray], n
     Views go through the network together, as one batch (up to four at a time): the mirrored view beside
     the plain one costs one forward pass, not two (the network keeps samples apart, so each view's
     probabilities are those it gets alone). For an :class:`~.averaged_networks.AveragedNetworks` each view's
-    probabilities are the mean of its networks' (each fed its own input layout); with ``infer.deal_views``
-    (and at least as many views as networks) each view goes through one network only, network k taking
-    views k, k + n, ... of the n networks, and counts once."""
+    probabilities are the mean of its networks' (each fed its own input layout)."""
     from .averaged_networks import inference_members
 
     members = inference_members(model, cfg)
-    deal = len(members) > 1 and len(views) >= len(members) and bool(infer_options(cfg)["deal_views"])
-    totals, transform = _summed_networks(members, arrays, name, device, views, deal)
+    totals, transform = _summed_networks(members, arrays, name, device, views)
     total = totals[0]
     for part in totals[1:]:
         total = total + part
-    if len(members) > 1 and not deal:
+    if len(members) > 1:
         total /= len(members)
     return (total if start is None else start + total), transform
 
 
 def _summed_networks(members: list[tuple[nn.Module, dict[str, Any]]], arrays: dict[str, np.ndarray], name: str,
-                     device: torch.device, views: list[TestView], deal: bool = False
-                     ) -> tuple[list[np.ndarray], np.ndarray]:
-    """Each network's probabilities summed over ``views`` (``deal``: network k over views k, k + n, ... of
-    the n networks only), and the transform to the canonical frame.
+                     device: torch.device, views: list[TestView]) -> tuple[list[np.ndarray], np.ndarray]:
+    """Each network's probabilities summed over ``views``, and the transform to the canonical frame.
 
     The networks of an average see the same points (one grid, one pose): each chunk of views is prepared
     and batched once, with every input channel any of them takes, and each network gets its own columns of
@@ -175,9 +170,8 @@ def _summed_networks(members: list[tuple[nn.Module, dict[str, Any]]], arrays: di
     from ..data.dataset import make_item
 
     grids = {float(c["data"]["grid_size"]) for _, c in members}
-    own = [list(range(k, len(views), len(members))) if deal else list(range(len(views))) for k in range(len(members))]
     if len(grids) > 1:  # different points: nothing to share
-        parts = [_summed_networks([m], arrays, name, device, [views[j] for j in own[k]]) for k, m in enumerate(members)]
+        parts = [_summed_networks([m], arrays, name, device, views) for m in members]
         frames = [frame for _, frame in parts]
         if any(not np.allclose(f, frames[0], atol=1e-6) for f in frames[1:]):
             raise ValueError(f"{name}: the averaged networks put the scan in different frames (data sections "
@@ -195,26 +189,20 @@ def _summed_networks(members: list[tuple[nn.Module, dict[str, Any]]], arrays: di
                                align=d["align"], mode="test", rng=np.random.default_rng(0), augment=view,
                                **union) for view in chunk]
             batch = collate(items).to(device)
+        full = batch.feat
         for k, (net, net_cfg) in enumerate(members):
-            mine = [j for j in range(len(chunk)) if first + j in own[k]]
-            if not mine:
-                continue
-            # every view of the chunk: the shared batch (its maps serve every network); dealt views: their own
-            with timed("preprocess"):
-                here = batch if len(mine) == len(chunk) else collate([items[j] for j in mine]).to(device)
-            full = here.feat
             with timed("network"):
-                here.feat = full if takes[k] == list(range(full.shape[1])) else full[:, takes[k]].contiguous()
-                _, logits = predict_batch(net, here, device, bool(net_cfg["train"]["amp"]))
-                rows = here.extra["vertex_row"]
+                batch.feat = full if takes[k] == list(range(full.shape[1])) else full[:, takes[k]].contiguous()
+                _, logits = predict_batch(net, batch, device, bool(net_cfg["train"]["amp"]))
+                rows = batch.extra["vertex_row"]
                 per_view = torch.softmax(logits, 1)[rows].cpu().numpy().astype(np.float64).reshape(
-                    len(mine), -1, logits.shape[1])
-            here.feat = full
-            for j, probs in zip(mine, per_view):
-                if chunk[j].mirror:
+                    len(chunk), -1, logits.shape[1])
+            for view, item, probs in zip(chunk, items, per_view):
+                if view.mirror:
                     probs = probs[:, mirror_class(np.arange(probs.shape[1]), d["num_classes"])]
-                transform = np.asarray(items[j]["transform"])  # the frame before the view's own transform
+                transform = np.asarray(item["transform"])  # the frame before the view's own transform
                 totals[k] = probs if totals[k] is None else totals[k] + probs
+        batch.feat = full
     assert transform is not None and all(t is not None for t in totals)
     return totals, transform
 
@@ -337,9 +325,7 @@ def scan_probabilities(model: nn.Module, scan: Any, cfg: dict[str, Any], device:
         arrays = {k: v for k, v in preprocess_scan(scan).items() if k != "labels"}
     views = len(options["tta_angles"]) * (2 if options["mirror_tta"] else 1)
     networks = len(inference_members(model, cfg))
-    dealt = networks > 1 and views >= networks and options["deal_views"]
-    step(f"network, {views} view{'s' if views > 1 else ''}"
-         + ((f" dealt to {networks} networks" if dealt else f" x {networks} networks") if networks > 1 else ""))
+    step(f"network, {views} view{'s' if views > 1 else ''}" + (f" x {networks} networks" if networks > 1 else ""))
     probs, transform = vertex_probabilities(model, arrays, scan.name, cfg, device, options["mirror_tta"],
                                             tuple(options["tta_angles"]))
     aligned = apply_transform(scan.vertices.astype(np.float64), transform)

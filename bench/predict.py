@@ -67,6 +67,11 @@ def make_scans(folder: Path, sizes: list[str], shared: Path) -> dict[str, Path]:
     return out
 
 
+def tool_args(scan: Path, out: Path, overrides: list[str] = ()) -> list[str]:
+    """The predict tool's arguments for ``scan``: its outputs into ``out``, ``overrides`` as ``--set``."""
+    return [str(scan), "--out", str(out), "--overwrite"] + (["--set", *overrides] if overrides else [])
+
+
 def run_tool(scan: Path, out: Path, threads: int, overrides: list[str] = ()) -> tuple[float, dict[str, float]]:
     """One in-process run of the predict tool on ``scan``: (its seconds for the scan, per step)."""
     import torch
@@ -80,7 +85,7 @@ def run_tool(scan: Path, out: Path, threads: int, overrides: list[str] = ()) -> 
 
     torch.set_num_threads(threads)
     argv = sys.argv
-    sys.argv = ["predict", str(scan), "--out", str(out), "--overwrite"] + (["--set", *overrides] if overrides else [])
+    sys.argv = ["predict", *tool_args(scan, out, overrides)]
     printed = io.StringIO()
     try:
         with contextlib.ExitStack() as stack:
@@ -97,8 +102,7 @@ def run_tool(scan: Path, out: Path, threads: int, overrides: list[str] = ()) -> 
 def process_time(scan: Path, out: Path, threads: int, overrides: list[str] = ()) -> float:
     env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
     start = time.perf_counter()
-    subprocess.run([sys.executable, str(ROOT / "tools" / "predict.py"), str(scan), "--out", str(out), "--overwrite"]
-                   + (["--set", *overrides] if overrides else []),
+    subprocess.run([sys.executable, str(ROOT / "tools" / "predict.py"), *tool_args(scan, out, overrides)],
                    check=True, capture_output=True, env=env)
     return time.perf_counter() - start
 

@@ -43,8 +43,10 @@ def restricted_expansion(edges: np.ndarray, weights: np.ndarray, cost: np.ndarra
              for alpha in range(n_labels)]
     # a move depends only on the labels of the sites it may move and of their neighbours (``looks[alpha]``):
     # after a move that changed nothing it stays idle until one of those changes (``stale``)
-    looks = np.zeros((n_labels, n if max_cycles > 1 else 0), dtype=bool)  # one cycle: nothing to wake
-    for alpha in range(n_labels if max_cycles > 1 else 0):
+    # one cycle runs each move once: nothing is woken, so ``looks`` is not built (20 ms at 134k sites)
+    wake = max_cycles > 1
+    looks = np.zeros((n_labels, n if wake else 0), dtype=bool)
+    for alpha in range(n_labels if wake else 0):
         looks[alpha, movers[alpha]] = True
         looks[alpha, edges[reach[alpha]].ravel()] = True
     stale = np.ones(n_labels, dtype=bool)
@@ -73,7 +75,7 @@ def restricted_expansion(edges: np.ndarray, weights: np.ndarray, cost: np.ndarra
                 gain += int((w_all[touched] * ((labels[ta] != labels[tb]).astype(np.int64)
                                                - (new[ta] != new[tb]))).sum())
                 if gain > 0:
-                    if looks.shape[1]:
+                    if wake:
                         stale |= looks[:, moved].any(1)
                     labels = new
                     changed = True

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """The refinement alone (graph cut and instance numbering) on the val scans at 4x and 16x their vertices:
-the network's cached 1x probabilities (``docs/results/tooth_shape/sweep.py --cache``) carried to each new
+the network's cached 1x probabilities (``--checkpoint`` fills the cache; earlier caches came from the
+retired ``docs/results/tooth_shape/sweep.py --cache``, same format) carried to each new
 vertex as the mean of its two parents, scored on the original vertices, for each
 ``infer.graph_cut_density_power`` (``--angles``, the retired ``infer.graph_cut_density_angles``, left with
 its code: commit 2036c9e and before).

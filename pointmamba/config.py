@@ -122,6 +122,8 @@ RETIRED: dict[str, str] = {
                              "(docs/results/review_flag)",
     "infer.deal_views": "retired at once: it failed its rule held out (split B's 10th percentile); its code is "
                         "at commit af073b7 (docs/results/predict_speed)",
+    "infer.dispute_confidence": "retired at once: it failed its rule held out (tooth AUC +0.014 / +0.002, "
+                                "0.02 asked); its code is at commit a3158d3 (docs/results/review_flag)",
 }
 # the stored values under which a retired key did nothing that the code left does not do (a checkpoint
 # holding one of them loads silently; any other value is dropped with a warning)
@@ -143,6 +145,7 @@ _RETIRED_INERT: dict[str, tuple[Any, ...]] = {
     "infer.mend_split": (False,),
     "infer.merge_cut_teeth": (False,),
     "infer.deal_views": (False,),
+    "infer.dispute_confidence": (False,),
 }
 
 

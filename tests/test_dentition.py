@@ -76,30 +76,6 @@ def test_auto_picks_one_reading_flags_the_scan_and_gives_the_other_as_alternativ
     assert {t["fdi"]: t.get("alternative") for t in doc["teeth"]} == alternatives
 
 
-@pytest.mark.parametrize("dentition", ["auto", "permanent"])
-def test_a_tooth_the_two_readings_dispute_carries_at_most_half(dentition: str) -> None:
-    """infer.dispute_confidence: under auto, each tooth whose number the other reading changes carries at most
-    0.5 with that number the runner-up; the others, the flag and the findings are as without it. A given
-    dentition disputes nothing."""
-    from pointmamba.inference.confidence import DISPUTED
-
-    scan, classes, probs = _pattern_arch()
-    labels, numbering = number_teeth(classes, probs, scan.vertices, scan.faces, "lower", 17, dentition=dentition)
-    instances, iprobs = numbered_instances(numbering, labels, 17, "lower")
-    on, off = (scan_confidence(probs, labels, instances, "lower", scan.vertices, iprobs, dentition=numbering.dentition,
-                               dispute=d) for d in (True, False))
-    assert on.findings == off.findings and on.review == off.review
-    disputed = [t.fdi for t in off.teeth if t.alternative is not None]
-    assert bool(disputed) == (dentition == "auto")
-    for a, b in zip(on.teeth, off.teeth):
-        assert a.fdi == b.fdi
-        if b.alternative is None:
-            assert (a.confidence, a.runner_up) == (b.confidence, b.runner_up)
-        else:
-            assert b.confidence > DISPUTED  # the network alone is sure; the readings are not
-            assert (a.confidence, a.runner_up, a.runner_up_confidence) == (DISPUTED, b.alternative, DISPUTED)
-
-
 @pytest.mark.parametrize("dentition", ["permanent", "mixed", "auto"])
 def test_an_arch_without_the_pattern_is_numbered_as_without_a_dentition(dentition: str) -> None:
     scan, classes, probs = _pattern_arch(missing=(38, 48))  # both premolars: no side of the pattern
@@ -161,8 +137,6 @@ def test_a_real_val_arch_through_the_api_in_both_readings(shipped, tmp_path: Pat
     assert doc["dentition"]["requested"] == "auto" and auto.review
     assert any(f["kind"] == "dentition" for f in doc["findings"])
     assert any(t.get("alternative") for t in doc["teeth"])  # the other reading's numbers
-    # each disputed tooth is as unsure as the two readings (infer.dispute_confidence), its alternative the runner-up
-    assert all(t["confidence"] <= 0.5 and t["runner_up"] == t["alternative"] for t in doc["teeth"] if t.get("alternative"))
     used = doc["dentition"]["used"]
     if used == "as numbered":  # the network reads a side neither way: kept, flagged, not forced
         assert not any(np.array_equal(auto.labels, r.labels) for r in (permanent, mixed))

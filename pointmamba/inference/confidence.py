@@ -7,9 +7,7 @@ Per tooth (one instance of the segmentation):
   probabilities; either way restricted to the jaw's tooth classes and renormalized, so gingiva mass does
   not lower a tooth's confidence;
 * ``confidence = q[assigned number]``, and the runner-up: the most probable other number, with ``q`` of it;
-* its width along the arch (mm), measured in the canonical frame, against the typical width of its number;
-* under ``auto``, a tooth the two readings of the lone-premolar pattern number differently carries at most
-  :data:`DISPUTED`, its other reading's number the runner-up (``infer.dispute_confidence``).
+* its width along the arch (mm), measured in the canonical frame, against the typical width of its number.
 
 Per scan: the lowest tooth confidence, and ``review`` with one reason per finding (:class:`ReviewRules`):
 
@@ -96,9 +94,6 @@ class ToothConfidence:
 
 TOOTH_FINDINGS = ("uncertain", "twice", "wide", "narrow", "molar_sized", "room", "skipped", "none", "few")
 """The kinds :func:`review_findings` makes from the teeth's confidences, widths and spacing."""
-DISPUTED = 0.5
-"""The most confidence a tooth carries whose number the two readings of ``auto`` dispute: geometry does not
-tell the readings apart (docs/results/numbering), so each is as likely (docs/results/review_flag/log.md)."""
 FINDINGS = TOOTH_FINDINGS + ("dentition", "split", "dropped", "lost_end", "parts", "mended", "jaw")
 """Kinds of review finding, in the order of the module doc."""
 
@@ -153,8 +148,7 @@ def scan_confidence(probs: np.ndarray, classes: np.ndarray, instances: np.ndarra
                     aligned: np.ndarray | None = None,
                     instance_probs: Mapping[int, np.ndarray] | None = None,
                     rules: ReviewRules = ReviewRules(), faces: np.ndarray | None = None,
-                    dentition: Any = None, numbering: Any = None, jaw_call: Any = None,
-                    dispute: bool = True) -> ScanConfidence:
+                    dentition: Any = None, numbering: Any = None, jaw_call: Any = None) -> ScanConfidence:
     """Per-tooth confidence and the scan's review reasons (see the module doc).
 
     ``probs`` (V, C) per-vertex class probabilities (C = 17 or 33); ``classes`` (V,) the final class of
@@ -167,8 +161,7 @@ def scan_confidence(probs: np.ndarray, classes: np.ndarray, instances: np.ndarra
     instance numbering (:class:`~.tooth_numbering.Numbering`): its dentition where ``dentition`` is None;
     ``jaw_call`` where the
     jaw came from and what the teeth say (:class:`~.jaw_from_teeth.JawCall`: its finding, and
-    ``ScanConfidence.jaw``); ``dispute`` (``infer.dispute_confidence``): a tooth the two readings of
-    ``auto`` number differently carries at most :data:`DISPUTED`, its alternative the runner-up.
+    ``ScanConfidence.jaw``).
     """
     check_jaw(jaw)
     probs = np.asarray(probs, dtype=np.float64)
@@ -237,11 +230,6 @@ def scan_confidence(probs: np.ndarray, classes: np.ndarray, instances: np.ndarra
     jaw_finding = jaw_call.finding() if jaw_call is not None else None
     if jaw_finding is not None:
         findings.append(jaw_finding)
-    if dispute:  # after the findings: the dentition finding names these teeth, and flags the scan already
-        for t in teeth:
-            if t.alternative is not None:
-                t.confidence = min(t.confidence, DISPUTED)
-                t.runner_up, t.runner_up_confidence = t.alternative, DISPUTED
     return ScanConfidence(teeth, findings, rules, None if dentition is None else dentition.to_json(),
                           None if jaw_call is None else jaw_call.to_json())
 

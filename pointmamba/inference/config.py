@@ -48,10 +48,6 @@ INFER_DEFAULTS: dict[str, Any] = {
     # pre-registered rule: simulated drops restored 80 % / 90 % held out (splits A / B), no val scan changed
     # (docs/results/review_flag); false: the cut's teeth alone
     "mend_dropped": True,
-    # under auto, a tooth the two readings number differently carries confidence at most 0.5, its other
-    # reading's number the runner-up (inference/confidence.py DISPUTED); pre-registered in
-    # docs/results/review_flag/log.md. false: the network's confidence alone
-    "dispute_confidence": True,
 }
 
 

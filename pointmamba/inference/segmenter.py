@@ -156,8 +156,7 @@ class Segmenter:
         jaw = pred.jaw or scan.jaw or _jaw_of(pred.fdi)
         confidence = scan_confidence(pred.probs, pred.classes, instances, jaw, pred.aligned,
                                      getattr(pred, "instance_probs", None), self.rules, faces=scan.faces,
-                                     numbering=pred.numbering, jaw_call=pred.jaw_call,
-                                     dispute=bool(config["infer"]["dispute_confidence"]))
+                                     numbering=pred.numbering, jaw_call=pred.jaw_call)
         name = scan.meta.get("name") or scan.name
         return Segmentation(name=name, id_patient=str(scan.id_patient or name), jaw=jaw,
                             vertices=scan.vertices, faces=scan.faces, aligned=pred.aligned, labels=pred.fdi,

@@ -3,7 +3,7 @@
 Meshes of about 5k, 50k and 200k vertices: the sample scan ``data/samples/MSN021/MSN021_lower.obj``
 (5.4k) and the shared scan MLEX001 (50.6k), as is and subdivided once (each triangle into four: 201k
 vertices); written to a temporary folder, nothing large is kept. Figures per size, default inference and
-outputs (JSON, PLY, PNG), the shipped model, 2 threads:
+outputs (JSON, PLY, PNG), the shipped model (or ``--checkpoint``), 2 threads:
 
 - ``in_process_s``: the tool's own time for the scan (``pointmamba.cli.predict.main`` run in this
   process, after a first run that loads the kernels), best of ``--repeats``, with its steps (load,
@@ -17,6 +17,7 @@ Targets (2 cores, quiet machine): 200k in process <= 3 s, 5k in process <= 0.7 s
     .venv/bin/python bench/predict.py [--sizes 5k 50k 200k] [--repeats 3] [--process-repeats 2] [--json]
     .venv/bin/python bench/predict.py --scans ../shared/data/scans    # where MLEX001 lives
     .venv/bin/python bench/predict.py --set infer.graph_cut_fine_cycles=1   # inference options, as the tool takes
+    .venv/bin/python bench/predict.py --checkpoint work_dirs/x/last.pth     # another model, as the tool takes
 """
 from __future__ import annotations
 
@@ -67,12 +68,15 @@ def make_scans(folder: Path, sizes: list[str], shared: Path) -> dict[str, Path]:
     return out
 
 
-def tool_args(scan: Path, out: Path, overrides: list[str] = ()) -> list[str]:
-    """The predict tool's arguments for ``scan``: its outputs into ``out``, ``overrides`` as ``--set``."""
-    return [str(scan), "--out", str(out), "--overwrite"] + (["--set", *overrides] if overrides else [])
+def tool_args(scan: Path, out: Path, overrides: list[str] = (), checkpoint: Path | None = None) -> list[str]:
+    """The predict tool's arguments for ``scan``: its outputs into ``out``, ``overrides`` as ``--set``,
+    ``checkpoint`` (None: the shipped model)."""
+    return ([str(scan), "--out", str(out), "--overwrite"] + (["--set", *overrides] if overrides else [])
+            + (["--checkpoint", str(checkpoint)] if checkpoint is not None else []))
 
 
-def run_tool(scan: Path, out: Path, threads: int, overrides: list[str] = ()) -> tuple[float, dict[str, float]]:
+def run_tool(scan: Path, out: Path, threads: int, overrides: list[str] = (),
+             checkpoint: Path | None = None) -> tuple[float, dict[str, float]]:
     """One in-process run of the predict tool on ``scan``: (its seconds for the scan, per step)."""
     import torch
 
@@ -85,7 +89,7 @@ def run_tool(scan: Path, out: Path, threads: int, overrides: list[str] = ()) -> 
 
     torch.set_num_threads(threads)
     argv = sys.argv
-    sys.argv = ["predict", *tool_args(scan, out, overrides)]
+    sys.argv = ["predict", *tool_args(scan, out, overrides, checkpoint)]
     printed = io.StringIO()
     try:
         with contextlib.ExitStack() as stack:
@@ -99,10 +103,10 @@ def run_tool(scan: Path, out: Path, threads: int, overrides: list[str] = ()) -> 
     return seconds, dict(outer.children[0].seconds) if outer is not None and outer.children else {}
 
 
-def process_time(scan: Path, out: Path, threads: int, overrides: list[str] = ()) -> float:
+def process_time(scan: Path, out: Path, threads: int, overrides: list[str] = (), checkpoint: Path | None = None) -> float:
     env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
     start = time.perf_counter()
-    subprocess.run([sys.executable, str(ROOT / "tools" / "predict.py"), *tool_args(scan, out, overrides)],
+    subprocess.run([sys.executable, str(ROOT / "tools" / "predict.py"), *tool_args(scan, out, overrides, checkpoint)],
                    check=True, capture_output=True, env=env)
     return time.perf_counter() - start
 
@@ -117,7 +121,9 @@ def main() -> None:
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--set", nargs="+", default=[], metavar="infer.KEY=VALUE", dest="overrides",
                         help="inference options passed to the tool")
+    parser.add_argument("--checkpoint", type=Path, help="a checkpoint in place of the shipped model (the tool's --checkpoint)")
     args = parser.parse_args()
+    tool = (args.threads, args.overrides, args.checkpoint)
     results: dict[str, dict] = {}
     with tempfile.TemporaryDirectory() as tmp:
         tmp_path = Path(tmp)
@@ -126,20 +132,21 @@ def main() -> None:
         for size, scan in scans.items():
             out = tmp_path / f"out_{size}"
             row: dict = {"vertices": None}
-            seconds, steps = run_tool(scan, out, args.threads, args.overrides)
+            seconds, steps = run_tool(scan, out, *tool)
             if first:
                 row["first_in_process_s"], row["first_steps_s"] = seconds, steps
                 first = False
             best = (float("inf"), {})
             for _ in range(args.repeats):
-                best = min(best, run_tool(scan, out, args.threads, args.overrides), key=lambda r: r[0])
+                best = min(best, run_tool(scan, out, *tool), key=lambda r: r[0])
             row["in_process_s"], row["steps_s"] = best
             row["vertices"] = int(json.loads((out / f"{scan.stem}.json").read_text())["labels"].__len__())
             if args.process_repeats > 0:
-                row["process_s"] = min(process_time(scan, out, args.threads, args.overrides) for _ in range(args.process_repeats))
+                row["process_s"] = min(process_time(scan, out, *tool) for _ in range(args.process_repeats))
             row["targets"] = TARGETS.get(size, {})
             results[size] = row
-    figures = {"sizes": results, "threads": args.threads, "overrides": args.overrides, "load_avg_1min": os.getloadavg()[0],
+    figures = {"sizes": results, "threads": args.threads, "overrides": args.overrides,
+               "checkpoint": None if args.checkpoint is None else str(args.checkpoint), "load_avg_1min": os.getloadavg()[0],
                "machine": f"{platform.machine()} {platform.python_version()}"}
     if args.json:
         print(json.dumps(figures))

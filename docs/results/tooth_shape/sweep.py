@@ -2,6 +2,10 @@
 cached in --cache), then the graph cut and instance numbering run with each ``infer.shape_weight``.
 Same figures as ``tools/test.py --set infer.shape_weight=W infer.shape_model=FILE`` per weight.
 
+The ``infer.shape_*`` keys were retired with their code (``pointmamba.config.RETIRED``): this script runs
+only on a checkout of tag ``pre-renovation`` (``git worktree add /tmp/shape pre-renovation``), where it
+was written; it is kept as the record of how the figures here were made.
+
     python docs/results/tooth_shape/sweep.py --config CFG --checkpoint CKPT --shape FILE --weights 0 1 2 \
         --cache DIR --out DIR
 """

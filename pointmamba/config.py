@@ -124,6 +124,8 @@ RETIRED: dict[str, str] = {
                         "at commit af073b7 (docs/results/predict_speed)",
     "infer.dispute_confidence": "retired at once: it failed its rule held out (tooth AUC +0.014 / +0.002, "
                                 "0.02 asked); its code is at commit a3158d3 (docs/results/review_flag)",
+    "infer.numbering_missing_floor": "retired at once: 0.15 failed its rule held out (split A mean -0.002, "
+                                     "removal check worse); its code is at commit b858172 (docs/results/review_flag)",
 }
 # the stored values under which a retired key did nothing that the code left does not do (a checkpoint
 # holding one of them loads silently; any other value is dropped with a warning)
@@ -146,6 +148,7 @@ _RETIRED_INERT: dict[str, tuple[Any, ...]] = {
     "infer.merge_cut_teeth": (False,),
     "infer.deal_views": (False,),
     "infer.dispute_confidence": (False,),
+    "infer.numbering_missing_floor": (0.05,),
 }
 
 

@@ -46,7 +46,6 @@ RANGES: dict[str, tuple[float | None, float | None, bool]] = {
     "infer.graph_cut_fine_cycles": (1, 1000, True),
     "infer.numbering_fragment_cost": (0, 1000, True),
     "infer.numbering_evidence_weight": (0, 100, False),
-    "infer.numbering_missing_floor": (0, 0.99, False),
     # model
     "model.stem_kernel": (1, 9, True),
     "model.cpe_kernel": (1, 9, True),

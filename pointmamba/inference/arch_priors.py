@@ -35,9 +35,7 @@ PAIR_COST = 1.0
 # the network's mean probability over a tooth sums hundreds of vertices' evidence: it counts this many
 # times a prior term (a single guess would count once)
 EVIDENCE_WEIGHT = 2.0
-# the training arches are mostly complete; a clinic's are not. Set by hand; infer.numbering_missing_floor
-# measures it (docs/results/review_flag/log.md)
-MIN_MISSING_RATE = 0.05
+MIN_MISSING_RATE = 0.05  # the training arches are mostly complete; a clinic's are not
 LOG_EPS = 1e-6  # floor of a probability under a log
 ROBUST_NU = 3.0  # degrees of freedom of the Student-t width and spacing densities
 MIN_GAP_SD = 1.0  # mm: predicted teeth's edges are less exact than the ground truth's the spacing was fitted on
@@ -100,19 +98,18 @@ def robust_cost(x: float | np.ndarray, mu: float | np.ndarray, sd: float, nu: fl
     return 0.5 * (nu + 1) * np.log1p(z2 / nu) - norm
 
 
-def priors_from(table: dict[str, Any], jaw: str, missing_floor: float = MIN_MISSING_RATE) -> ArchPriors:
-    """:class:`ArchPriors` of ``jaw`` from a table shaped like :data:`FITTED`, each position's missing rate
-    at least ``missing_floor`` (``infer.numbering_missing_floor``)."""
+def priors_from(table: dict[str, Any], jaw: str) -> ArchPriors:
+    """:class:`ArchPriors` of ``jaw`` from a table shaped like :data:`FITTED`."""
     t, g = table[jaw], table["gap"]
-    q = np.clip(per_index(t["missing_rate"]), missing_floor, 0.99)
+    q = np.clip(per_index(t["missing_rate"]), MIN_MISSING_RATE, 0.99)
     return ArchPriors(per_index(t["width_mean"]), per_index(t["width_sd"]), -np.log(q), -np.log1p(-q),
                       float(g["touching_mean"]), max(float(g["touching_sd"]), MIN_GAP_SD),
                       float(g["closed_fraction"]), float(g["open_ratio"]), max(float(g["open_sd"]), MIN_GAP_SD))
 
 
-def default_priors(jaw: str, missing_floor: float = MIN_MISSING_RATE) -> ArchPriors:
-    """The fitted priors of ``jaw`` ("upper" or "lower"), missing rates floored at ``missing_floor``."""
-    return priors_from(FITTED, jaw, missing_floor)
+def default_priors(jaw: str) -> ArchPriors:
+    """The fitted priors of ``jaw`` ("upper" or "lower")."""
+    return priors_from(FITTED, jaw)
 
 
 def fit_priors(arches: Iterable[tuple[np.ndarray, np.ndarray, str]]) -> dict[str, Any]:

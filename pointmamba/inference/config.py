@@ -25,10 +25,6 @@ INFER_DEFAULTS: dict[str, Any] = {
     # how many prior terms the network's mean probability over a tooth counts for in the instance numbering
     # (inference/arch_priors.py EVIDENCE_WEIGHT); lower lets the priors overrule a network sure of a wrong number
     "numbering_evidence_weight": 2.0,
-    # the least missing rate of every tooth position in the instance numbering's prior (inference/arch_priors.py
-    # MIN_MISSING_RATE): the training arches are mostly complete, a clinic's are not. 0.05 set by hand;
-    # 0.15 pre-registered (docs/results/review_flag/log.md)
-    "numbering_missing_floor": 0.05,
     "graph_cut": True,  # smooth labels on the mesh by alpha-expansion (inference/graph_cut.py)
     "graph_cut_smoothing": 3.0,  # weight of the cut cost against -log p (1 / 2 / 3 measured; 3 best on both)
     # on a mesh finer than the training scans (mean edge < 0.677 mm) the smoothing grows by

@@ -298,8 +298,7 @@ def _number(labels: np.ndarray, probs: np.ndarray, aligned: np.ndarray, faces: n
     from .arch_priors import default_priors
     from .tooth_numbering import number_teeth
 
-    priors = replace(default_priors(jaw, float(options["numbering_missing_floor"])),
-                     fragment_cost=float(options["numbering_fragment_cost"]),
+    priors = replace(default_priors(jaw), fragment_cost=float(options["numbering_fragment_cost"]),
                      evidence_weight=float(options["numbering_evidence_weight"]))
     if areas is None and len(faces):
         areas = vertex_areas(aligned, faces)

@@ -81,12 +81,6 @@ TRAIN_DEFAULTS: dict[str, Any] = {
     "class_balance": 0.0,
     "progress": True,  # tqdm progress bars
     "init_from": None,  # fine-tune: start from this checkpoint's weights ("pretrained": the shipped model)
-    # also learn a teacher's per-point probabilities (training/distillation.py): a model file, e.g. a pair of
-    # averaged networks ("pretrained": the shipped pair); None: the labels alone. Awaiting its rule
-    # (docs/results/distillation): off
-    "distill_from": None,
-    "distill_weight": 0.5,  # the teacher's share of the loss (the labels' is 1 - this)
-    "distill_temperature": 1.0,  # softens both distributions in the teacher's term (T^2 keeps its scale)
 }
 
 DIAGNOSTICS_DEFAULTS: dict[str, Any] = {
@@ -124,6 +118,12 @@ RETIRED: dict[str, str] = {
                         "at commit af073b7 (docs/results/predict_speed)",
     "infer.dispute_confidence": "retired at once: it failed its rule held out (tooth AUC +0.014 / +0.002, "
                                 "0.02 asked); its code is at commit a3158d3 (docs/results/review_flag)",
+    "train.distill_from": "retired at once: the distilled student failed its rule held out (split A: mean "
+                          "-0.007, kept -2 scans, removal check 21 % against the pair's 10 %); its code is at "
+                          "commit 959eb66 (docs/results/distillation)",
+    "train.distill_weight": "retired with train.distill_from; its code is at commit 959eb66 (docs/results/distillation)",
+    "train.distill_temperature": "retired with train.distill_from; its code is at commit 959eb66 "
+                                 "(docs/results/distillation)",
     "infer.numbering_missing_floor": "retired at once: 0.15 failed its rule held out (split A mean -0.002, "
                                      "removal check worse); its code is at commit b858172 (docs/results/review_flag)",
 }
@@ -149,6 +149,9 @@ _RETIRED_INERT: dict[str, tuple[Any, ...]] = {
     "infer.deal_views": (False,),
     "infer.dispute_confidence": (False,),
     "infer.numbering_missing_floor": (0.05,),
+    "train.distill_from": (None,),
+    "train.distill_weight": (0.5,),  # and any value without a teacher (see _inert)
+    "train.distill_temperature": (1.0,),
 }
 
 
@@ -173,6 +176,9 @@ def _inert(key: str, value: Any, cfg: dict[str, Any]) -> bool:
     if key == "infer.tooth_relabel" and value is True:
         found = _find(cfg, "infer.instance_numbering")
         return found is None or found[0][found[1]] is not False
+    if key in ("train.distill_weight", "train.distill_temperature"):  # they did nothing without a teacher
+        found = _find(cfg, "train.distill_from")
+        return found is None or found[0][found[1]] is None
     return any(value is v or (type(value) is type(v) and value == v) for v in _RETIRED_INERT[key])
 
 

@@ -27,8 +27,6 @@ RANGES: dict[str, tuple[float | None, float | None, bool]] = {
     "train.max_steps_per_epoch": (1, None, True),
     "train.label_smoothing": (0, 1, True),
     "train.class_balance": (0, 2, True),
-    "train.distill_weight": (0, 1, True),
-    "train.distill_temperature": (0.1, 20, True),
     "data.synthetic_count": (0, 100_000, True),
     "data.synthetic_vertices": (100, 10_000_000, True),
     "data.grid_size": (0, None, True),

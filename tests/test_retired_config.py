@@ -43,10 +43,10 @@ def test_a_set_override_or_an_infer_dict_with_a_retired_key_fails() -> None:
         resolve_infer({"shape_weight": 2.0})
 
 
-def _stored(infer: dict, data: dict | None = None) -> dict:
+def _stored(infer: dict, data: dict | None = None, train: dict | None = None) -> dict:
     cfg = defaults()
-    return {"config": {"model": cfg["model"], "data": {**cfg["data"], **(data or {})}, "train": cfg["train"],
-                       "infer": {**cfg["infer"], **infer}}}
+    return {"config": {"model": cfg["model"], "data": {**cfg["data"], **(data or {})},
+                       "train": {**cfg["train"], **(train or {})}, "infer": {**cfg["infer"], **infer}}}
 
 
 def test_a_checkpoint_config_with_retired_keys_at_their_old_defaults_loads_silently() -> None:
@@ -75,6 +75,20 @@ def test_a_checkpoint_config_with_a_retired_key_switched_on_loads_with_one_warni
     # the relabel did something only where the instance numbering was off
     with pytest.warns(UserWarning, match="infer.tooth_relabel=True"):
         checkpoint_config(_stored({"tooth_relabel": True, "instance_numbering": False}), "old.pth")
+
+
+def test_a_distilled_students_checkpoint_loads_warning_of_its_teacher_alone() -> None:
+    """train.distill_*: the student's own weights load, with one warning naming what its teacher did; a weight
+    or temperature stored without a teacher did nothing, and says nothing."""
+    with pytest.warns(UserWarning) as record:
+        cfg = checkpoint_config(_stored({}, train={"distill_from": "pair.pth", "distill_weight": 0.5,
+                                                   "distill_temperature": 2.0}), "student.pth")
+    message = str(record[0].message)
+    assert len(record) == 1 and "train.distill_from='pair.pth'" in message and "distill_temperature=2.0" in message
+    assert not any(k.startswith("distill_") for k in cfg["train"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        checkpoint_config(_stored({}, train={"distill_from": None, "distill_weight": 0.3}), "plain.pth")
 
 
 def test_the_shipped_model_loads_without_warnings() -> None:

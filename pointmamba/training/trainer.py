@@ -76,15 +76,6 @@ class Trainer:
             dump_config(cfg, self.work_dir / "config.yaml")
         self.train_scans: list[str] = list(self.train_set.names)  # with init_from: the starting model's added
         self.build_model(init_from=cfg["train"]["init_from"] if not resume else None)
-        self.teacher = None
-        if cfg["train"]["distill_from"] is not None:
-            from .distillation import Teacher
-
-            self.teacher = Teacher(cfg["train"]["distill_from"], cfg, self.device)
-            for scans in self.teacher.training_scans:  # what the teacher saw, the student learns
-                self._add_starting_scans(self.teacher.path, scans)
-            self.log(f"distillation: {len(self.teacher)} teacher network(s) from {self.teacher.path}, "
-                     f"weight {cfg['train']['distill_weight']}, temperature {cfg['train']['distill_temperature']}")
         self.build_optimizer()
         self.writer = self.build_writer()
         self.hooks: list[Hook] = build_hooks(cfg) + list(hooks or [])
@@ -232,7 +223,7 @@ class Trainer:
         self.log(f"initialized from {path}" + (f" (the first of its {len(others) + 1} averaged networks)" if others else ""))
 
     def _add_starting_scans(self, path: Path, scans: Any) -> None:
-        """A starting model's (fine-tuning) or a teacher network's (distillation) training ``scans``
+        """A starting model's (fine-tuning) training ``scans``
         (:func:`~.training_scans.of_state`; None: unknown) count as this run's: its scores on them are fit."""
         if scans is None:
             self.log(f"warning: {path} records no training scans and its config does not determine them here: "
@@ -372,22 +363,10 @@ class Trainer:
         batch = batch.to(self.device)
         target = batch.extra["segment"]
         self._call("before_step")
-        teacher_probs = None
-        if self.teacher is not None:  # first: the student's forward then finds the batch's maps built
-            with autocast(self.device, self.amp):
-                teacher_probs = self.teacher.probabilities(batch, t["distill_temperature"])
         with autocast(self.device, self.amp):
             logits = self.model(batch)
         point_weight = batch.extra["scan_weight"][batch.batch] if self.weighted_scans else None
         loss = segmentation_loss(logits, target, t["label_smoothing"], self.class_weight, point_weight)
-        parts = {}
-        if teacher_probs is not None:
-            from .distillation import distillation_loss
-
-            w = t["distill_weight"]
-            soft = distillation_loss(logits, teacher_probs, t["distill_temperature"])
-            parts = {"train/loss_labels": float(loss.detach()), "train/loss_teacher": float(soft.detach())}
-            loss = (1 - w) * loss + w * soft
         # every rank must agree to skip, or DDP's gradient all-reduce would hang
         finite = all_reduce_sum(torch.tensor([float(torch.isfinite(loss))], device=self.device), self.dist)
         if int(finite.item()) != self.dist.world_size:
@@ -418,8 +397,6 @@ class Trainer:
         self.iteration += 1
         if self.writer is not None:  # the loss every step (a short run of a few steps still shows a curve)
             self.writer.add_scalar("train/loss", value, self.iteration)
-            for tag, part in parts.items():  # with a teacher: its term and the labels', each unweighted
-                self.writer.add_scalar(tag, part, self.iteration)
             if self.iteration % t["log_interval"] == 0 or self.iteration == 1:
                 self.writer.add_scalar("train/lr", self.scheduler.get_last_lr()[0], self.iteration)
                 self.writer.add_scalar("train/grad_norm", grad_norm, self.iteration)

@@ -150,8 +150,7 @@ _RETIRED_INERT: dict[str, tuple[Any, ...]] = {
     "infer.dispute_confidence": (False,),
     "infer.numbering_missing_floor": (0.05,),
     "train.distill_from": (None,),
-    "train.distill_weight": (0.5,),  # and any value without a teacher (see _inert)
-    "train.distill_temperature": (1.0,),
+    # train.distill_weight and train.distill_temperature: any value without a teacher, none with one (_inert)
 }
 
 

@@ -108,9 +108,10 @@ def test_a_typical_arch_needs_no_review_and_each_finding_fires_on_its_own_defect
     assert "mm wide, a molar's width (typical 7.0): numbers shifted" in found.reasons[0]
     aligned, labels = arch(LOWER, widths={35: 9.5, 44: 9.5})
     assert not confidence(labels, aligned).review
-    # a 2 mm tooth: a fragment
+    # a 2 mm tooth: a fragment, and (its centre 4.6 mm from 43's) perhaps a piece cut off its neighbour
     aligned, labels = arch(LOWER, widths={44: 2.0})
-    assert kinds(confidence(labels, aligned)) == {"narrow"}
+    found = confidence(labels, aligned)
+    assert kinds(found) == {"narrow", "packed"} and dict(found.findings)["packed"].startswith("teeth 44 and 43 only 4.6 mm apart")
     # an 8 mm space between 33 and 34 numbered consecutively: a tooth missing there
     aligned, labels = arch(LOWER, gaps={34: 8.0})
     found = confidence(labels, aligned)

@@ -1,5 +1,6 @@
 """The review flag's failure-mode checks (issue 43), each on a real arch's reference labels made into its
-failure: an incisor split in two with the halves numbered as neighbours, a premolar between two teeth and
+failure: an incisor split in two with the halves numbered as neighbours (across the arch: ``split``; along it:
+``packed``), a premolar between two teeth and
 a molar at the arch's end left as gingiva where the network saw a tooth, two jaws in one file; and the
 unmodified references not flagged at all."""
 from __future__ import annotations
@@ -36,6 +37,18 @@ def test_a_tooth_split_in_two_and_numbered_as_neighbours_is_flagged(name: str, t
     found = _findings(scan, aligned, _split(labels, aligned, tooth), probs)
     assert "split" in found, found
     assert found["split"].startswith((f"teeth {tooth} and {tooth + 1} ", f"teeth {tooth + 1} and {tooth} ")), found
+    assert "packed" not in found, found  # a pair the split check names is left to it
+
+
+@pytest.mark.parametrize("name, tooth", [("MSN021_lower", 36), ("MSN021_lower", 46), ("MSN022_upper", 16),
+                                         ("MSN022_upper", 11)])
+def test_a_tooth_cut_lengthwise_into_two_numbers_is_flagged_packed(name: str, tooth: int) -> None:
+    # both pieces nearly the tooth's full width, so the widths do not show the cut; their centres do
+    scan, aligned, labels, probs = _arch(name)
+    found = _findings(scan, aligned, _split(labels, aligned, tooth, lengthwise=True), probs)
+    assert "split" not in found, found
+    assert "packed" in found, found
+    assert found["packed"].startswith((f"teeth {tooth} and {tooth + 1} ", f"teeth {tooth + 1} and {tooth} ")), found
 
 
 @pytest.mark.parametrize("name, tooth, kind, says", [

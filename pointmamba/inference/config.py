@@ -48,6 +48,10 @@ INFER_DEFAULTS: dict[str, Any] = {
     # pre-registered rule: simulated drops restored 80 % / 90 % held out (splits A / B), no val scan changed
     # (docs/results/review_flag); false: the cut's teeth alone
     "mend_dropped": True,
+    # two neighbouring teeth that the split or packed review check reports (one tooth cut between two numbers,
+    # the teeth behind moved on one) are merged and the arch numbered again (inference/cut_teeth.py; flagged
+    # "merged"). Off until its pre-registered rule is measured (docs/results/review_flag/log.md)
+    "merge_packed": False,
 }
 
 

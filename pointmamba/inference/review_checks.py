@@ -4,6 +4,8 @@ numbering is of its numbers.
 
 * ``split``: one tooth cut in two, the second half numbered as a missing neighbour: two neighbouring
   teeth, each about half its number's typical width, touching, together about one tooth wide;
+* ``packed``: the same failure where the widths do not show it (a molar at the back of the arch cut other
+  than across it): two neighbours with adjacent numbers whose centres sit closer than two such teeth can;
 * ``dropped``: a tooth between two present teeth left as gingiva: a space of at least a tooth's width
   between neighbours, and across it a tooth's width of surface the network calls tooth;
 * ``lost_end``: a tooth at the end of the arch left as gingiva: behind the last tooth of a side, a
@@ -42,6 +44,14 @@ def looks_split(width_a: float, width_b: float, typical_a: float, typical_b: flo
     tooth (the ``split`` check)."""
     return (width_a < rules.split_half * typical_a and width_b < rules.split_half * typical_b
             and width_a + width_b <= rules.split_sum * max(typical_a, typical_b) and gap <= rules.split_gap_mm)
+
+
+def looks_packed(a: "Instance", b: "Instance", typical_a: float, typical_b: float, rules: "ReviewRules") -> bool:
+    """Neighbours ``a``, ``b`` with adjacent numbers of typical widths ``typical_a``, ``typical_b`` (mm): their
+    centroids seen from above closer than ``rules.packed`` times the mean typical width (the ``packed``
+    check). Centres, not widths: a molar cut other than across the arch has pieces of nearly full width."""
+    apart = float(np.linalg.norm(a.points[:, :2].mean(0) - b.points[:, :2].mean(0)))
+    return apart < rules.packed * (typical_a + typical_b) / 2
 
 
 def _tooth_extent(theta: np.ndarray, radius: np.ndarray) -> float:
@@ -142,6 +152,10 @@ def failure_findings(teeth: list["ToothConfidence"], jaw: str, aligned: np.ndarr
                                  f"{ib.width:.1f} mm, typical {ta:.1f} and {tb:.1f}) and touching: one tooth split in two?"))
             continue
         skipped = skipped_between(a.fdi, b.fdi)
+        if not skipped and looks_packed(ia, ib, ta, tb, rules):
+            apart = float(np.linalg.norm(ia.points[:, :2].mean(0) - ib.points[:, :2].mean(0)))
+            out.append(("packed", f"teeth {a.fdi} and {b.fdi} only {apart:.1f} mm apart (typical {(ta + tb) / 2:.1f}): "
+                                  "one tooth cut in two?"))
         expect = min(_typical(jaw, f) for f in skipped) if skipped else min(ta, tb)
         hit = dropped_space(ia, ib, gap, expect, theta, radius, tooth_like, rules)
         if hit is not None:

@@ -56,6 +56,7 @@ class Numbering:
     # instances before it: the jaw call compares the two jaws' numberings of the same instances
     mended: list[int] = field(default_factory=list)
     cut_log_z: float = float("nan")
+    merged: list[tuple[int, int]] = field(default_factory=list)  # arch indices of each pair merged (inference/cut_teeth.py)
 
 
 def _options() -> tuple[np.ndarray, np.ndarray]:
@@ -119,14 +120,16 @@ def _tooth_costs(evidence: np.ndarray, widths: np.ndarray, priors: ArchPriors) -
     return unary
 
 
-def _force(unary: np.ndarray, gum: np.ndarray, forced: dict[int, int] | None) -> None:
-    """Add :data:`FORCED_COST` (in place) to every option a ``forced`` instance may not take: all but its
-    one arch index, gingiva included."""
+def _force(unary: np.ndarray, gum: np.ndarray, forced: dict[int, int] | None, single: set[int] | None = None) -> None:
+    """Add :data:`FORCED_COST` (in place) to every option a ``forced`` instance may not take (all but its
+    one arch index, gingiva included) and to the two-teeth options of each ``single`` instance."""
     first, last = _options()
     for i, a in (forced or {}).items():
         keep_only = (first == a) & (last == a)
         unary[i, ~keep_only] += FORCED_COST
         gum[i] += FORCED_COST
+    for i in single or ():
+        unary[i, last > first] += FORCED_COST
 
 
 def _transition_costs(instances: list[Instance], priors: ArchPriors, gum_cum: np.ndarray
@@ -155,7 +158,7 @@ def _transition_costs(instances: list[Instance], priors: ArchPriors, gum_cum: np
 
 
 def _arch_energy(instances: list[Instance], evidence: np.ndarray, gum_evidence: np.ndarray, priors: ArchPriors,
-                forced: dict[int, int] | None = None) -> _ArchEnergy:
+                forced: dict[int, int] | None = None, single: set[int] | None = None) -> _ArchEnergy:
     """The energies of numbering ``instances`` (see :func:`number_instances` for the arguments): each
     instance as each tooth option (:func:`_tooth_costs`) or as gingiva (:meth:`ArchPriors.gingiva_cost`),
     ``forced`` instances held to their number (:func:`_force`), the missing positions before the first
@@ -165,7 +168,7 @@ def _arch_energy(instances: list[Instance], evidence: np.ndarray, gum_evidence: 
     widths = np.array([inst.width for inst in instances])
     gum = priors.gingiva_cost(gum_evidence, widths)
     unary = _tooth_costs(evidence, widths, priors)
-    _force(unary, gum, forced)
+    _force(unary, gum, forced, single)
     gum_cum = np.concatenate([[0.0], np.cumsum(gum)])
     return _ArchEnergy(
         first=first, last=last, unary=unary, gum_cum=gum_cum,
@@ -258,7 +261,8 @@ def _posteriors(e: _ArchEnergy, marg: np.ndarray) -> tuple[np.ndarray, np.ndarra
 
 
 def number_instances(instances: list[Instance], evidence: np.ndarray, gum_evidence: np.ndarray,
-                     priors: ArchPriors, temperature: float = 1.0, forced: dict[int, int] | None = None) -> Numbering:
+                     priors: ArchPriors, temperature: float = 1.0, forced: dict[int, int] | None = None,
+                     single: set[int] | None = None) -> Numbering:
     """The cheapest numbering of ``instances`` (sorted along the arch) and their posteriors.
 
     ``evidence`` (n, 16): each instance's probability of each arch index (the network's mean over its
@@ -267,12 +271,13 @@ def number_instances(instances: list[Instance], evidence: np.ndarray, gum_eviden
 
     ``forced`` {instance index: arch index}: those instances take that one number (every other option,
     gingiva included, costs :data:`FORCED_COST`): a reading of the arch given from outside (the dentition,
-    :mod:`.dentition`), the rest numbered around it.
+    :mod:`.dentition`), the rest numbered around it. ``single``: instance indices that may be one tooth or
+    gingiva, not two teeth (a tooth merged from two pieces, :mod:`.cut_teeth`).
 
     The energies (:func:`_arch_energy`), the forward sweep (:func:`_forward`: the cheapest numbering's
     table and the forward sums), the backtrace (:func:`_backtrace`), the backward sums (:func:`_backward`),
     and from both the partition function and each instance's marginals (:func:`_posteriors`)."""
-    e = _arch_energy(instances, evidence, gum_evidence, priors, forced)
+    e = _arch_energy(instances, evidence, gum_evidence, priors, forced, single)
     D, back, A = _forward(e, temperature)
     options, cost = _backtrace(e, D, back)
     B = _backward(e, temperature)
@@ -357,7 +362,7 @@ def number_teeth(labels: np.ndarray, probs: np.ndarray, aligned: np.ndarray, fac
                  temperature: float = 1.0, min_vertices: int = 20, dentition: str | None = None,
                  pieces: list[np.ndarray] | None = None,
                  measured: tuple[list[Instance], np.ndarray] | None = None,
-                 mend_dropped: bool = False) -> tuple[np.ndarray, Numbering]:
+                 mend_dropped: bool = False, merge_packed: bool = False) -> tuple[np.ndarray, Numbering]:
     """Renumber the teeth of ``labels`` (per-vertex classes, e.g. after the graph cut) as whole instances
     (see module doc). Returns the new labels and the :class:`Numbering` (instances, options, posteriors).
 
@@ -368,7 +373,9 @@ def number_teeth(labels: np.ndarray, probs: np.ndarray, aligned: np.ndarray, fac
     :func:`cut_pieces` of ``labels`` where the caller has them, ``measured`` their :func:`measured_pieces`
     (neither depends on the jaw). ``mend_dropped``: surface the cut left as gingiva where the review checks
     would report a dropped or lost tooth is numbered again as one more instance (:mod:`.dropped_teeth`;
-    ``numbering.mended`` names what it added)."""
+    ``numbering.mended`` names what it added). ``merge_packed``: two neighbouring teeth that the ``split`` or
+    ``packed`` check reports are merged into one instance and the arch numbered again (:mod:`.cut_teeth`;
+    ``numbering.merged`` names the pairs)."""
     if jaw not in ("upper", "lower"):
         raise ValueError(f"number_teeth: jaw must be 'upper' or 'lower', got {jaw!r}")
     priors = priors or default_priors(jaw)
@@ -378,9 +385,13 @@ def number_teeth(labels: np.ndarray, probs: np.ndarray, aligned: np.ndarray, fac
     classes = index_classes(num_classes, jaw)
     measured = measured or measured_pieces(pieces, aligned, probs, areas)
 
+    whole_keys: set[int] = set()  # pieces merged from two (cut_teeth): one tooth, never two
+
     def renumber(forced: dict[int, int] | None) -> Numbering:
         instances, mean_probs = measured
-        return number_instances(instances, mean_probs[:, classes], mean_probs[:, 0], priors, temperature, forced)
+        single = {i for i, inst in enumerate(instances) if inst.key in whole_keys}
+        return number_instances(instances, mean_probs[:, classes], mean_probs[:, 0], priors, temperature, forced,
+                                single)
 
     def to_labels(numbering: Numbering) -> np.ndarray:
         return numbered_labels(labels, numbering, classes, priors)
@@ -404,6 +415,19 @@ def number_teeth(labels: np.ndarray, probs: np.ndarray, aligned: np.ndarray, fac
                 numbering, out = mended, to_labels(mended)
             else:  # every region called gingiva: the arch as it was
                 measured = unmended
+    if merge_packed:
+        from .confidence import ReviewRules
+        from .cut_teeth import cut_pairs, merged_pieces
+
+        pairs = cut_pairs(numbering, priors, ReviewRules())
+        if pairs:
+            before = numbering
+            merged, whole_keys = merged_pieces(before.instances, pairs)
+            measured = measured_pieces(merged, aligned, probs, areas)
+            numbering = renumber(None)
+            numbering.merged = [(before.options[i][0], before.options[j][0]) for i, j in pairs]
+            numbering.mended, numbering.cut_log_z = before.mended, before.cut_log_z
+            out = to_labels(numbering)
     if dentition is not None:
         from .dentition import read_dentition
 

@@ -24,15 +24,21 @@ def sample_arch(name: str):
     return scan, aligned, scan.labels.astype(np.int64), probs
 
 
-def split_tooth(labels: np.ndarray, aligned: np.ndarray, tooth: int) -> np.ndarray:
+def split_tooth(labels: np.ndarray, aligned: np.ndarray, tooth: int, lengthwise: bool = False) -> np.ndarray:
     """``tooth`` cut in two along the arch, its distal half numbered as its distal neighbour, and every tooth
-    behind it moved on one number (as a network counting teeth numbers them; an 8th tooth drops out)."""
+    behind it moved on one number (as a network counting teeth numbers them; an 8th tooth drops out).
+    ``lengthwise``: cut along the arch instead, the outer (buccal) half numbered as the distal neighbour:
+    two pieces each nearly the tooth's full width."""
     quadrant, position = divmod(tooth, 10)
     out = labels.copy()
     for p in range(8, position, -1):
         out[labels == 10 * quadrant + p] = 10 * quadrant + p + 1 if p < 8 else 0
     teeth, frame = labelled_teeth(aligned, labels)
     me = teeth[tooth]
+    if lengthwise:
+        _, radius = frame.polar(aligned[me.vertices, :2])
+        out[me.vertices[radius > np.median(radius)]] = tooth + 1
+        return out
     along = me.along()
     angle, _ = frame.polar(aligned[me.vertices, :2])
     # the distal half lies away from the midline (angle 0); the tangent may point either way along it

@@ -126,6 +126,8 @@ RETIRED: dict[str, str] = {
                                  "(docs/results/distillation)",
     "infer.numbering_missing_floor": "retired at once: 0.15 failed its rule held out (split A mean -0.002, "
                                      "removal check worse); its code is at commit b858172 (docs/results/review_flag)",
+    "infer.unpair_packed": "retired at once: it failed its rule held out (split A mean -0.002, IOS004_upper and "
+                           "IOS068_lower -0.03 each); its code is at commit 7ccbc90 (docs/results/review_flag)",
 }
 # the stored values under which a retired key did nothing that the code left does not do (a checkpoint
 # holding one of them loads silently; any other value is dropped with a warning)
@@ -149,6 +151,7 @@ _RETIRED_INERT: dict[str, tuple[Any, ...]] = {
     "infer.deal_views": (False,),
     "infer.dispute_confidence": (False,),
     "infer.numbering_missing_floor": (0.05,),
+    "infer.unpair_packed": (False,),
     "train.distill_from": (None,),
     # train.distill_weight and train.distill_temperature: any value without a teacher, none with one (_inert)
 }

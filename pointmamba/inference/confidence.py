@@ -234,7 +234,7 @@ def scan_confidence(probs: np.ndarray, classes: np.ndarray, instances: np.ndarra
 
         names = "; ".join(f"{fdi_of_index(a, jaw)} + {fdi_of_index(b, jaw)}" for a, b in merged)
         findings.append(("merged", f"teeth numbered {names} looked like one tooth cut in two and were merged, the "
-                                   "arch numbered again (infer.merge_packed / unpair_packed): check it"))
+                                   "arch numbered again (infer.merge_packed): check it"))
     text = dentition.finding() if dentition is not None else None
     if text:
         findings.append(("dentition", text))

@@ -54,10 +54,6 @@ INFER_DEFAULTS: dict[str, Any] = {
     # +0.006, B's +0.004), the removal check 10.3 -> 9.1 % / 2.5 -> 2.5 % (docs/results/review_flag); false:
     # the numbering's teeth as cut
     "merge_packed": True,
-    # one instance the numbering reads as two teeth, narrower than two such teeth side by side (its halves
-    # would be packed), is numbered again as one tooth (inference/cut_teeth.py; flagged "merged"). Off until
-    # its pre-registered rule is measured (docs/results/review_flag/log.md)
-    "unpair_packed": False,
 }
 
 

@@ -8,10 +8,9 @@ arch leaves pieces of nearly full width). Here each such pair of the numbering's
 instance, numbered again as one tooth (or gingiva, never two teeth) with the rest of the arch; a scan
 merged so keeps a ``merged`` finding (a person checks it).
 
-One instance the numbering reads as two neighbouring teeth (a pair option, meant for two touching teeth the
-cut left as one piece) is the same failure where it is narrower than two teeth side by side can be: its
-halves' centres would sit closer than ``packed`` allows. ``infer.unpair_packed`` numbers such an instance
-again as one tooth (:func:`packed_pair_options`).
+One instance the numbering reads as two neighbouring teeth (a pair option) is left as read: numbering such
+an instance as one tooth where it is narrower than two teeth (``infer.unpair_packed``) failed its rule
+held out and was retired (code at commit 7ccbc90).
 
 The trigger is the difference from the retired ``infer.merge_cut_teeth`` (widths alone, ``split`` or
 ``squeezed``: it merged a premolar with half a primary molar): ``docs/results/review_flag/log.md``.
@@ -67,16 +66,3 @@ def merged_pieces(instances: list["Instance"], pairs: list[tuple[int, int]]) -> 
               else instances[i].vertices for i in kept]
     return pieces, {k for k, i in enumerate(kept) if i in partner}
 
-
-def packed_pair_options(numbering: "Numbering", priors: "ArchPriors", rules: "ReviewRules") -> list[int]:
-    """Indices into ``numbering.instances`` of each instance read as two neighbouring teeth (arch indices
-    a, a + 1) narrower than ``rules.packed`` times their typical widths' sum: two teeth side by side measure
-    about that sum, so its halves' centres would sit closer than the ``packed`` check allows."""
-    out = []
-    for i, opt in enumerate(numbering.options):
-        if opt is None or opt[1] != opt[0] + 1:
-            continue
-        two = float(priors.width_mean[opt[0]] + priors.width_mean[opt[1]])
-        if numbering.instances[i].width < rules.packed * two:
-            out.append(i)
-    return out

@@ -304,8 +304,7 @@ def _number(labels: np.ndarray, probs: np.ndarray, aligned: np.ndarray, faces: n
         areas = vertex_areas(aligned, faces)
     return number_teeth(labels, probs, aligned, faces, jaw, num_classes, priors=priors, areas=areas,
                         dentition=str(options["dentition"]), pieces=pieces, measured=measured,
-                        mend_dropped=bool(options["mend_dropped"]), merge_packed=bool(options["merge_packed"]),
-                        unpair_packed=bool(options["unpair_packed"]))
+                        mend_dropped=bool(options["mend_dropped"]), merge_packed=bool(options["merge_packed"]))
 
 
 def scan_probabilities(model: nn.Module, scan: Any, cfg: dict[str, Any], device: torch.device,

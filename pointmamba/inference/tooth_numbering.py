@@ -362,8 +362,7 @@ def number_teeth(labels: np.ndarray, probs: np.ndarray, aligned: np.ndarray, fac
                  temperature: float = 1.0, min_vertices: int = 20, dentition: str | None = None,
                  pieces: list[np.ndarray] | None = None,
                  measured: tuple[list[Instance], np.ndarray] | None = None,
-                 mend_dropped: bool = False, merge_packed: bool = False,
-                 unpair_packed: bool = False) -> tuple[np.ndarray, Numbering]:
+                 mend_dropped: bool = False, merge_packed: bool = False) -> tuple[np.ndarray, Numbering]:
     """Renumber the teeth of ``labels`` (per-vertex classes, e.g. after the graph cut) as whole instances
     (see module doc). Returns the new labels and the :class:`Numbering` (instances, options, posteriors).
 
@@ -376,9 +375,7 @@ def number_teeth(labels: np.ndarray, probs: np.ndarray, aligned: np.ndarray, fac
     would report a dropped or lost tooth is numbered again as one more instance (:mod:`.dropped_teeth`;
     ``numbering.mended`` names what it added). ``merge_packed``: two neighbouring teeth that the ``split`` or
     ``packed`` check reports are merged into one instance and the arch numbered again (:mod:`.cut_teeth`;
-    ``numbering.merged`` names the pairs). ``unpair_packed``: one instance read as two teeth but narrower than
-    two such teeth side by side is numbered again as one tooth (:func:`.cut_teeth.packed_pair_options`;
-    named in ``numbering.merged`` as well)."""
+    ``numbering.merged`` names the pairs)."""
     if jaw not in ("upper", "lower"):
         raise ValueError(f"number_teeth: jaw must be 'upper' or 'lower', got {jaw!r}")
     priors = priors or default_priors(jaw)
@@ -429,18 +426,6 @@ def number_teeth(labels: np.ndarray, probs: np.ndarray, aligned: np.ndarray, fac
             measured = measured_pieces(merged, aligned, probs, areas)
             numbering = renumber(None)
             numbering.merged = [(before.options[i][0], before.options[j][0]) for i, j in pairs]
-            numbering.mended, numbering.cut_log_z = before.mended, before.cut_log_z
-            out = to_labels(numbering)
-    if unpair_packed:
-        from .confidence import ReviewRules
-        from .cut_teeth import packed_pair_options
-
-        paired = packed_pair_options(numbering, priors, ReviewRules())
-        if paired:
-            before = numbering
-            whole_keys = whole_keys | {before.instances[i].key for i in paired}
-            numbering = renumber(None)
-            numbering.merged = before.merged + [before.options[i] for i in paired]
             numbering.mended, numbering.cut_log_z = before.mended, before.cut_log_z
             out = to_labels(numbering)
     if dentition is not None:

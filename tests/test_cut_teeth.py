@@ -60,3 +60,33 @@ def test_a_sound_arch_is_not_merged(name: str) -> None:
     plain, _ = number_teeth(cut, probs, aligned, scan.faces, scan.jaw, 17, areas=areas)
     merged, numbering = number_teeth(cut, probs, aligned, scan.faces, scan.jaw, 17, areas=areas, merge_packed=True)
     assert np.array_equal(plain, merged) and numbering.merged == []
+
+
+def test_two_whole_crowns_crowded_together_are_not_merged_under_the_area_limit() -> None:
+    # MSN021_lower's 31 and 32 moved together until their centres sit closer than packed allows: two whole
+    # incisors, as crowded lower incisors are (in-sample MSN014_lower), not one tooth cut in two
+    scan, aligned, labels, probs = sample_arch("MSN021_lower")
+    crowded = aligned.copy()
+    c31, c32 = aligned[labels == 31, :2].mean(0), aligned[labels == 32, :2].mean(0)
+    crowded[labels == 32, :2] -= 0.45 * (c32 - c31)
+    cut = fdi_to_class(labels, scan.jaw, 17)
+    areas = vertex_areas(aligned, scan.faces)  # the crowns keep their areas
+    _, unguarded = number_teeth(cut, probs, crowded, scan.faces, scan.jaw, 17, areas=areas, merge_packed=True)
+    assert unguarded.merged  # the packed check reads the crowded pair as one tooth cut in two
+    out, guarded = number_teeth(cut, probs, crowded, scan.faces, scan.jaw, 17, areas=areas, merge_packed=True,
+                                merge_area_limit=1.53)
+    assert guarded.merged == []
+    plain, _ = number_teeth(cut, probs, crowded, scan.faces, scan.jaw, 17, areas=areas)
+    assert np.array_equal(out, plain)
+
+
+@pytest.mark.parametrize("name, tooth, lengthwise", [("MSN021_lower", 36, True), ("MSN022_upper", 11, False)])
+def test_a_tooth_cut_in_two_is_still_merged_under_the_area_limit(name: str, tooth: int, lengthwise: bool) -> None:
+    scan, aligned, labels, _ = sample_arch(name)
+    failed = split_tooth(labels, aligned, tooth, lengthwise=lengthwise)
+    probs = 0.7 * _probs_of(failed, scan.jaw) + 0.3 * _probs_of(labels, scan.jaw)
+    cut = fdi_to_class(failed, scan.jaw, 17)
+    merged, numbering = number_teeth(cut, probs, aligned, scan.faces, scan.jaw, 17,
+                                     areas=vertex_areas(aligned, scan.faces), merge_packed=True, merge_area_limit=1.53)
+    assert numbering.merged
+    assert (class_to_fdi(merged, scan.jaw, 17)[labels == tooth] == tooth).mean() >= 0.95

@@ -54,6 +54,10 @@ INFER_DEFAULTS: dict[str, Any] = {
     # +0.006, B's +0.004), the removal check 10.3 -> 9.1 % / 2.5 -> 2.5 % (docs/results/review_flag); false:
     # the numbering's teeth as cut
     "merge_packed": True,
+    # a pair is merged only where its area is at most this many times the larger of its numbers' typical crown
+    # areas (two crowded whole crowns are not one tooth cut in two; inference/cut_teeth.py). 0: no limit.
+    # Pre-registered candidate 1.53 (docs/results/review_flag/log.md), not yet measured
+    "merge_area_limit": 0.0,
 }
 
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..data.arch import gap_mm
+from ..data.arch import gap_mm, per_index
 from .review_checks import looks_packed, looks_split
 
 if TYPE_CHECKING:
@@ -31,11 +31,21 @@ if TYPE_CHECKING:
     from .tooth_numbering import Numbering
 
 
-def cut_pairs(numbering: "Numbering", priors: "ArchPriors", rules: "ReviewRules") -> list[tuple[int, int]]:
+# median crown area (mm², vertex areas in the canonical frame) per position 1-8 on the reference labels of the
+# 187 shared scans (docs/results/review_flag/log.md, "A guard on the merge")
+CROWN_AREA_MM2 = {"upper": [155.0, 109.5, 127.4, 143.6, 126.5, 210.4, 180.8, 103.6],
+                  "lower": [88.1, 96.1, 117.8, 120.9, 120.8, 208.9, 172.4, 104.2]}
+
+
+def cut_pairs(numbering: "Numbering", priors: "ArchPriors", rules: "ReviewRules", areas: np.ndarray | None = None,
+              jaw: str | None = None, area_limit: float = 0.0) -> list[tuple[int, int]]:
     """Indices ``(i, j)`` into ``numbering.instances`` (sorted along the arch) of each pair of consecutive
     numbered instances, each one tooth, their numbers neighbours, that the ``split`` or ``packed`` check
     reports (``priors``' typical widths, ``rules``' thresholds). No instance is in two pairs: where pairs
-    overlap, the pair whose centres sit closest for their typical widths wins."""
+    overlap, the pair whose centres sit closest for their typical widths wins. ``area_limit`` > 0 (with the
+    vertex ``areas`` and the ``jaw``): only pairs whose area together is at most that many times the larger
+    of their numbers' :data:`CROWN_AREA_MM2` (two whole crowns side by side are not one tooth cut in two)."""
+    crown = per_index(CROWN_AREA_MM2[jaw]) if area_limit > 0 else None
     numbered = [i for i, opt in enumerate(numbering.options) if opt is not None]
     found: list[tuple[float, int, int]] = []
     for i, j in zip(numbered, numbered[1:]):
@@ -44,6 +54,10 @@ def cut_pairs(numbering: "Numbering", priors: "ArchPriors", rules: "ReviewRules"
             continue
         ia, ib = numbering.instances[i], numbering.instances[j]
         ta, tb = float(priors.width_mean[a[0]]), float(priors.width_mean[b[0]])
+        if crown is not None:
+            together = float(areas[ia.vertices].sum() + areas[ib.vertices].sum())
+            if together > area_limit * max(crown[a[0]], crown[b[0]]):
+                continue
         if looks_split(ia.width, ib.width, ta, tb, gap_mm(ia, ib), rules) or looks_packed(ia, ib, ta, tb, rules):
             apart = float(np.linalg.norm(ia.points[:, :2].mean(0) - ib.points[:, :2].mean(0)))
             found.append((apart / (ta + tb), i, j))

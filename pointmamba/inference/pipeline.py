@@ -304,7 +304,8 @@ def _number(labels: np.ndarray, probs: np.ndarray, aligned: np.ndarray, faces: n
         areas = vertex_areas(aligned, faces)
     return number_teeth(labels, probs, aligned, faces, jaw, num_classes, priors=priors, areas=areas,
                         dentition=str(options["dentition"]), pieces=pieces, measured=measured,
-                        mend_dropped=bool(options["mend_dropped"]), merge_packed=bool(options["merge_packed"]))
+                        mend_dropped=bool(options["mend_dropped"]), merge_packed=bool(options["merge_packed"]),
+                        merge_area_limit=float(options["merge_area_limit"] or 0.0))
 
 
 def scan_probabilities(model: nn.Module, scan: Any, cfg: dict[str, Any], device: torch.device,

@@ -362,7 +362,8 @@ def number_teeth(labels: np.ndarray, probs: np.ndarray, aligned: np.ndarray, fac
                  temperature: float = 1.0, min_vertices: int = 20, dentition: str | None = None,
                  pieces: list[np.ndarray] | None = None,
                  measured: tuple[list[Instance], np.ndarray] | None = None,
-                 mend_dropped: bool = False, merge_packed: bool = False) -> tuple[np.ndarray, Numbering]:
+                 mend_dropped: bool = False, merge_packed: bool = False,
+                 merge_area_limit: float = 0.0) -> tuple[np.ndarray, Numbering]:
     """Renumber the teeth of ``labels`` (per-vertex classes, e.g. after the graph cut) as whole instances
     (see module doc). Returns the new labels and the :class:`Numbering` (instances, options, posteriors).
 
@@ -375,7 +376,8 @@ def number_teeth(labels: np.ndarray, probs: np.ndarray, aligned: np.ndarray, fac
     would report a dropped or lost tooth is numbered again as one more instance (:mod:`.dropped_teeth`;
     ``numbering.mended`` names what it added). ``merge_packed``: two neighbouring teeth that the ``split`` or
     ``packed`` check reports are merged into one instance and the arch numbered again (:mod:`.cut_teeth`;
-    ``numbering.merged`` names the pairs)."""
+    ``numbering.merged`` names the pairs); ``merge_area_limit`` > 0: only pairs of at most that many times a
+    crown's typical area (:func:`.cut_teeth.cut_pairs`)."""
     if jaw not in ("upper", "lower"):
         raise ValueError(f"number_teeth: jaw must be 'upper' or 'lower', got {jaw!r}")
     priors = priors or default_priors(jaw)
@@ -419,7 +421,12 @@ def number_teeth(labels: np.ndarray, probs: np.ndarray, aligned: np.ndarray, fac
         from .confidence import ReviewRules
         from .cut_teeth import cut_pairs, merged_pieces
 
-        pairs = cut_pairs(numbering, priors, ReviewRules())
+        crown_areas = areas
+        if merge_area_limit > 0 and crown_areas is None:
+            from ..data.mesh import vertex_areas
+
+            crown_areas = vertex_areas(aligned, faces)
+        pairs = cut_pairs(numbering, priors, ReviewRules(), crown_areas, jaw, merge_area_limit)
         if pairs:
             before = numbering
             merged, whole_keys = merged_pieces(before.instances, pairs)

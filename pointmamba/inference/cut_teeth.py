@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..data.arch import gap_mm, per_index
-from .review_checks import looks_packed, looks_split
+from .review_checks import centres_apart, looks_packed, looks_split
 
 if TYPE_CHECKING:
     from ..data.arch import Instance
@@ -59,8 +59,7 @@ def cut_pairs(numbering: "Numbering", priors: "ArchPriors", rules: "ReviewRules"
             if together > area_limit * max(crown[a[0]], crown[b[0]]):
                 continue
         if looks_split(ia.width, ib.width, ta, tb, gap_mm(ia, ib), rules) or looks_packed(ia, ib, ta, tb, rules):
-            apart = float(np.linalg.norm(ia.points[:, :2].mean(0) - ib.points[:, :2].mean(0)))
-            found.append((apart / (ta + tb), i, j))
+            found.append((centres_apart(ia, ib) / (ta + tb), i, j))
     out: list[tuple[int, int]] = []
     used: set[int] = set()
     for _, i, j in sorted(found):
@@ -79,4 +78,3 @@ def merged_pieces(instances: list["Instance"], pairs: list[tuple[int, int]]) -> 
     pieces = [np.sort(np.concatenate([instances[i].vertices, instances[partner[i]].vertices])) if i in partner
               else instances[i].vertices for i in kept]
     return pieces, {k for k, i in enumerate(kept) if i in partner}
-

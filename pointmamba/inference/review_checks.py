@@ -46,12 +46,16 @@ def looks_split(width_a: float, width_b: float, typical_a: float, typical_b: flo
             and width_a + width_b <= rules.split_sum * max(typical_a, typical_b) and gap <= rules.split_gap_mm)
 
 
+def centres_apart(a: "Instance", b: "Instance") -> float:
+    """The distance (mm) between two instances' centroids seen from above (canonical frame)."""
+    return float(np.linalg.norm(a.points[:, :2].mean(0) - b.points[:, :2].mean(0)))
+
+
 def looks_packed(a: "Instance", b: "Instance", typical_a: float, typical_b: float, rules: "ReviewRules") -> bool:
     """Neighbours ``a``, ``b`` with adjacent numbers of typical widths ``typical_a``, ``typical_b`` (mm): their
     centroids seen from above closer than ``rules.packed`` times the mean typical width (the ``packed``
     check). Centres, not widths: a molar cut other than across the arch has pieces of nearly full width."""
-    apart = float(np.linalg.norm(a.points[:, :2].mean(0) - b.points[:, :2].mean(0)))
-    return apart < rules.packed * (typical_a + typical_b) / 2
+    return centres_apart(a, b) < rules.packed * (typical_a + typical_b) / 2
 
 
 def _tooth_extent(theta: np.ndarray, radius: np.ndarray) -> float:
@@ -153,9 +157,8 @@ def failure_findings(teeth: list["ToothConfidence"], jaw: str, aligned: np.ndarr
             continue
         skipped = skipped_between(a.fdi, b.fdi)
         if not skipped and looks_packed(ia, ib, ta, tb, rules):
-            apart = float(np.linalg.norm(ia.points[:, :2].mean(0) - ib.points[:, :2].mean(0)))
-            out.append(("packed", f"teeth {a.fdi} and {b.fdi} only {apart:.1f} mm apart (typical {(ta + tb) / 2:.1f}): "
-                                  "one tooth cut in two?"))
+            out.append(("packed", f"teeth {a.fdi} and {b.fdi} only {centres_apart(ia, ib):.1f} mm apart (typical "
+                                  f"{(ta + tb) / 2:.1f}): one tooth cut in two?"))
         expect = min(_typical(jaw, f) for f in skipped) if skipped else min(ta, tb)
         hit = dropped_space(ia, ib, gap, expect, theta, radius, tooth_like, rules)
         if hit is not None:

@@ -14,16 +14,7 @@ from pointmamba.data.mesh import vertex_areas
 from pointmamba.inference.confidence import scan_confidence
 from pointmamba.inference.tooth_numbering import number_teeth, numbered_instances
 
-from support.real_arch import sample_arch
-from support.real_arch import split_tooth
-
-
-def _probs_of(labels: np.ndarray, jaw: str) -> np.ndarray:
-    """The network's probabilities reading ``labels``: 0.9 on each vertex's label."""
-    classes = fdi_to_class(labels, jaw, 17)
-    probs = np.full((len(labels), 17), 0.1 / 16)
-    probs[np.arange(len(labels)), classes] = 0.9
-    return probs
+from support.real_arch import reading, sample_arch, split_tooth
 
 
 @pytest.mark.parametrize("name, tooth, lengthwise", [
@@ -32,7 +23,7 @@ def test_a_tooth_cut_between_two_numbers_is_merged_back_under_its_number(name: s
     scan, aligned, labels, _ = sample_arch(name)
     failed = split_tooth(labels, aligned, tooth, lengthwise=lengthwise)
     # the network leans to the failure (0.7 of its evidence; held out, IOS022_lower's cut molar read 0.57 / 0.41)
-    probs = 0.7 * _probs_of(failed, scan.jaw) + 0.3 * _probs_of(labels, scan.jaw)
+    probs = 0.7 * reading(failed, scan.jaw) + 0.3 * reading(labels, scan.jaw)
     cut = fdi_to_class(failed, scan.jaw, 17)
     areas = vertex_areas(aligned, scan.faces)
     plain, _ = number_teeth(cut, probs, aligned, scan.faces, scan.jaw, 17, areas=areas)
@@ -84,7 +75,7 @@ def test_two_whole_crowns_crowded_together_are_not_merged_under_the_area_limit()
 def test_a_tooth_cut_in_two_is_still_merged_under_the_area_limit(name: str, tooth: int, lengthwise: bool) -> None:
     scan, aligned, labels, _ = sample_arch(name)
     failed = split_tooth(labels, aligned, tooth, lengthwise=lengthwise)
-    probs = 0.7 * _probs_of(failed, scan.jaw) + 0.3 * _probs_of(labels, scan.jaw)
+    probs = 0.7 * reading(failed, scan.jaw) + 0.3 * reading(labels, scan.jaw)
     cut = fdi_to_class(failed, scan.jaw, 17)
     merged, numbering = number_teeth(cut, probs, aligned, scan.faces, scan.jaw, 17,
                                      areas=vertex_areas(aligned, scan.faces), merge_packed=True, merge_area_limit=1.53)

@@ -18,10 +18,15 @@ def sample_arch(name: str):
     """(scan, aligned vertices, reference FDI labels, the network's probabilities as if it saw every tooth)."""
     scan = load_scan(SAMPLES / name.split("_")[0] / f"{name}.obj")
     aligned = apply_transform(scan.vertices.astype(np.float64), preprocess_scan(scan)["transform"])
-    classes = fdi_to_class(scan.labels, scan.jaw, 17)
+    return scan, aligned, scan.labels.astype(np.int64), reading(scan.labels, scan.jaw)
+
+
+def reading(labels: np.ndarray, jaw: str) -> np.ndarray:
+    """(V, 17) probabilities of a network reading FDI ``labels``: 0.9 on each vertex's label, the rest spread."""
+    classes = fdi_to_class(labels, jaw, 17)
     probs = np.full((len(classes), 17), 0.1 / 16)
     probs[np.arange(len(classes)), classes] = 0.9
-    return scan, aligned, scan.labels.astype(np.int64), probs
+    return probs
 
 
 def split_tooth(labels: np.ndarray, aligned: np.ndarray, tooth: int, lengthwise: bool = False) -> np.ndarray:

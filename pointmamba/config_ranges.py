@@ -45,6 +45,7 @@ RANGES: dict[str, tuple[float | None, float | None, bool]] = {
     "infer.numbering_fragment_cost": (0, 1000, True),
     "infer.merge_area_limit": (0, 100, True),
     "infer.numbering_evidence_weight": (0, 100, False),
+    "infer.numbering_touching_nu": (0, 1e6, False),
     # model
     "model.stem_kernel": (1, 9, True),
     "model.cpe_kernel": (1, 9, True),

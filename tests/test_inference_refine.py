@@ -91,6 +91,34 @@ def test_evidence_weight_sets_network_against_arch_priors() -> None:
     assert numbers(0.5) == side[:7]
 
 
+def test_touching_nu_keeps_the_teeth_behind_a_space() -> None:
+    """``infer.numbering_touching_nu`` reaches the instance numbering: with the left first premolar (24) cut
+    out of an intact upper arch and a network that counts teeth (each tooth behind the space read 0.7 as the
+    number one forward, 0.25 as its own), the heavy-tailed spacing of the first numbering (3 degrees of
+    freedom) reads the space as two touching teeth and moves 25-27 forward; 10 keeps their numbers."""
+    from pointmamba.inference.config import INFER_DEFAULTS
+
+    samples = Path(__file__).resolve().parents[1] / "data" / "samples"
+    scan, aligned, normals, classes = _scan(samples, "MSN022_upper")
+    gone = classes == int(fdi_to_class(np.array([24]), "upper", 17)[0])
+    keep = ~gone
+    new_id = np.cumsum(keep) - 1
+    faces = new_id[scan.faces[keep[scan.faces].all(1)]]
+    aligned, normals, classes = aligned[keep], normals[keep], classes[keep]
+    behind = [int(c) for c in fdi_to_class(np.array([24, 25, 26, 27]), "upper", 17)]
+    probs = _soft(classes, 0.95)
+    for forward, own in zip(behind, behind[1:]):
+        ids = classes == own
+        probs[ids] = 0.05 / 15
+        probs[ids, own], probs[ids, forward] = 0.25, 0.7
+
+    def numbers(nu: float) -> list[int]:
+        out = refine(probs, aligned, faces, normals, "upper", 17, {**INFER_DEFAULTS, "numbering_touching_nu": nu})
+        return [int(np.bincount(out[classes == c], minlength=17).argmax()) for c in behind[1:]]
+    assert numbers(3.0) == behind[:3]  # moved one forward, as the removal check saw held out
+    assert numbers(10.0) == behind[1:]
+
+
 def test_render_writes_a_picture_with_reference(scans_dir: Path, tmp_path: Path) -> None:
     from PIL import Image
 

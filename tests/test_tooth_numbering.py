@@ -258,3 +258,19 @@ def test_gap_is_the_smallest_distance_between_the_queried_points(offset: float) 
     expected = cdist(a.points[::step], b.points).min()
     assert gap_mm(a, b) == pytest.approx(expected, rel=1e-12, abs=1e-12)
     assert gap_mm(b, a) == gap_mm(a, b)
+
+
+@pytest.mark.parametrize(("nu", "beyond_5mm"), [(3.0, 0.00890), (5.0, 0.00258), (10.0, 0.00040)])
+def test_touching_spacing_is_a_student_t_with_the_tail_the_log_states(nu: float, beyond_5mm: float) -> None:
+    """The spacing of two touching teeth (``touching_nu`` degrees of freedom, location 0.26 mm, scale 1 mm)
+    is a density, and its share beyond 5 mm is the Student-t survival the pre-registration quotes (SciPy,
+    docs/results/review_flag/log.md), integrated here in float64."""
+    from dataclasses import replace
+
+    priors = replace(default_priors("upper"), touching_nu=nu)
+    assert (priors.touching_mean, priors.touching_sd) == (0.26, 1.0)
+    g = np.linspace(-3000.0, 3000.0, 6_000_001)
+    density = np.exp(-priors.gap_cost(g, np.ones(len(g), bool), np.zeros(len(g))))
+    assert np.trapezoid(density, g) == pytest.approx(1.0, abs=2e-4)
+    tail = g >= 5.0
+    assert np.trapezoid(density[tail], g[tail]) == pytest.approx(beyond_5mm, rel=0.01)

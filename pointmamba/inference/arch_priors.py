@@ -66,6 +66,7 @@ class ArchPriors:
     pair_cost: float = PAIR_COST
     evidence_weight: float = EVIDENCE_WEIGHT
     fragment_cost: float = FRAGMENT_COST
+    touching_nu: float = ROBUST_NU  # degrees of freedom of the touching (and closed-space) spacing density
 
     def gingiva_cost(self, gum_evidence: np.ndarray, width: np.ndarray) -> np.ndarray:
         """Nats of calling instances gingiva: the network's evidence (their mean probability of gingiva),
@@ -77,8 +78,9 @@ class ArchPriors:
         """``-log`` density of the spacing ``gap`` (mm) between two teeth: neighbours (``touching``)
         touch; across missing positions of total typical width ``skipped_width`` the space is either
         closed or about ``open_ratio`` of it. Student-t densities: a predicted tooth's edge can be off
-        by millimetres, which must cost a few nats, not tens."""
-        closed = -robust_cost(gap, self.touching_mean, self.touching_sd)
+        by millimetres, which must cost a few nats, not tens; ``touching_nu`` sets how heavy the touching
+        density's tail is (a space a tooth wide read as two touching teeth)."""
+        closed = -robust_cost(gap, self.touching_mean, self.touching_sd, self.touching_nu)
         opened = -robust_cost(gap, self.touching_mean + self.open_ratio * skipped_width, self.open_sd)
         skipped = np.logaddexp(np.log(self.closed_fraction) + closed, np.log1p(-self.closed_fraction) + opened)
         return -np.where(touching, closed, skipped)

@@ -25,6 +25,12 @@ INFER_DEFAULTS: dict[str, Any] = {
     # how many prior terms the network's mean probability over a tooth counts for in the instance numbering
     # (inference/arch_priors.py EVIDENCE_WEIGHT); lower lets the priors overrule a network sure of a wrong number
     "numbering_evidence_weight": 2.0,
+    # degrees of freedom of the Student-t density of the spacing between two touching teeth (inference/
+    # arch_priors.py): the lower, the cheaper a tooth-wide space read as two touching teeth. 10 (the training
+    # scans' predicted spacing beyond 5 mm) by its pre-registered rule: held out the flattened removal check
+    # 9.1 -> 7.3 % / 2.5 -> 2.1 % (splits A / B), split A's mean -0.001 (docs/results/review_flag); 3: as
+    # first set by hand
+    "numbering_touching_nu": 10.0,
     "graph_cut": True,  # smooth labels on the mesh by alpha-expansion (inference/graph_cut.py)
     "graph_cut_smoothing": 3.0,  # weight of the cut cost against -log p (1 / 2 / 3 measured; 3 best on both)
     # on a mesh finer than the training scans (mean edge < 0.677 mm) the smoothing grows by

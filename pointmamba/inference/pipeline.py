@@ -243,12 +243,14 @@ def refine_numbered(probs: np.ndarray, aligned: np.ndarray, faces: np.ndarray, n
 
 def refine_either_jaw(probs: np.ndarray, aligned: np.ndarray, faces: np.ndarray, normals: np.ndarray,
                       given: str | None, num_classes: int, options: dict[str, Any],
-                      progress: Callable[[str], None] | None = None) -> tuple[np.ndarray, Any, Any]:
+                      progress: Callable[[str], None] | None = None,
+                      cut: np.ndarray | None = None) -> tuple[np.ndarray, Any, Any]:
     """:func:`refine_numbered` that also tells the jaw from the teeth (:mod:`.jaw_from_teeth`): the graph cut
     once, the numbering under both jaws' priors; the jaw is ``given`` where a name said it, else the one
     whose numbering has the larger log partition function. Returns (labels, numbering, :class:`~.jaw_from_teeth.JawCall`); the call is None
     where the options leave the labels without a jaw's numbering (33 classes, no instance numbering), which
-    then needs ``given``."""
+    then needs ``given``. ``cut``: the graph cut's labels of these probabilities where the caller has them
+    (a replay of the numbering alone, :mod:`pointmamba.research.numbering_replay`)."""
     from .jaw_from_teeth import call_jaw
 
     options = infer_options({"infer": options})
@@ -262,7 +264,8 @@ def refine_either_jaw(probs: np.ndarray, aligned: np.ndarray, faces: np.ndarray,
     from .tooth_numbering import cut_pieces, measured_pieces
 
     step = progress or (lambda name: None)
-    cut = _cut(probs, aligned, faces, normals, options, step)
+    if cut is None:
+        cut = _cut(probs, aligned, faces, normals, options, step)
     step("numbering teeth")  # under both jaws' priors; what does not depend on the jaw is made once
     shared = {"areas": vertex_areas(aligned, faces) if len(faces) else None,
               "pieces": cut_pieces(cut, aligned, faces) if len(faces) else None}

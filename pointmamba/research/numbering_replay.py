@@ -1,0 +1,177 @@
+#!/usr/bin/env python3
+"""Replay the tooth numbering on stored graph cuts: a numbering switch measured in seconds, not in network runs.
+
+    python -m pointmamba.research.numbering_replay cache --config FILE [--checkpoint CKPT] [--average-with CKPT ...]
+        [--split val] [--removals] --out CACHE [--set key=value ...]
+    python -m pointmamba.research.numbering_replay replay CACHE --out DIR [--set infer.KEY=VALUE ...]
+
+``cache`` runs the full path of tools/predict.py once per labelled scan of the split (and with
+``--removals``, once per flattened single-tooth removal of each complete arch, as
+``pointmamba.research.removal_check --mode flatten`` makes them) and stores what the numbering starts
+from: the network's probabilities, the canonical vertices and normals, the faces, the graph cut's labels,
+the reference labels and the inference options. About 1 s a scan on one core, 10 MB a 150k-vertex scan.
+
+``replay`` numbers every stored cut again under the stored options with ``--set`` applied. Only the
+options that act after the graph cut may change (the numbering's priors, the dentition, the mends and
+merges); the others would need the network or the cut again and are refused. It writes DIR/per_scan.csv
+(per-scan mIoU, as tools/test.py scores it), DIR/removals.csv and DIR/replay.json and DIR/summary.md (the
+per-scan mean, 10th percentile and kept share; the removal check's share of removals changing another
+tooth). With the stored options unchanged these are tools/test.py's and removal_check's figures to the
+last digit (docs/results/review_flag/log.md, the touching spacing); the review flag and the
+dentition-given columns are not replayed.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..cli._common import add_config_args, add_study_args, open_eval_run, parse_args, run_main, write_study
+
+# infer options that act before or in the graph cut: a stored cut cannot show what they change
+BEFORE_THE_CUT = ("mirror_tta", "average_networks", "tta_angles", "graph_cut", "graph_cut_smoothing",
+                  "graph_cut_density_power", "graph_cut_coarse_first", "graph_cut_fine_cycles")
+REMOVAL_MARK = "__without_"  # a cached removal is named <scan>__without_<FDI>
+
+
+def cache_scan(path: Path, scan: Any, model: Any, cfg: dict[str, Any], device: Any) -> np.ndarray:
+    """Predict ``scan`` (its jaw known) as tools/predict.py does and store what its numbering starts from in
+    ``path`` (.npz); returns the predicted FDI labels."""
+    from ..data import class_to_fdi
+    from ..inference.pipeline import _cut, refine_either_jaw, scan_probabilities
+
+    num_classes = cfg["data"]["num_classes"]
+    if scan.jaw is None or scan.labels is None:
+        raise ValueError(f"{scan.path or scan.name}: a replay needs the jaw and the reference labels")
+    options, probs, aligned, normals = scan_probabilities(model, scan, cfg, device)
+    if num_classes != 17 or not options["instance_numbering"]:
+        raise ValueError(f"{scan.path or scan.name}: nothing to replay without the instance numbering (17 classes)")
+    cut = _cut(probs, aligned, scan.faces, normals, options, lambda step: None)
+    classes, _, _ = refine_either_jaw(probs, aligned, scan.faces, normals, scan.jaw, num_classes, options, cut=cut)
+    np.savez(path, probs=probs, aligned=aligned, normals=normals, faces=scan.faces, cut=cut, labels=scan.labels,
+             jaw=np.array(scan.jaw), num_classes=np.array(num_classes), options=np.array(json.dumps(options)))
+    return class_to_fdi(classes, scan.jaw, num_classes)
+
+
+def replay_options(stored: dict[str, Any], overrides: dict[str, Any], where: str) -> dict[str, Any]:
+    """``stored`` with ``overrides``; ValueError naming ``where`` for an option the stored cut depends on."""
+    refused = sorted(k for k, v in overrides.items() if k in BEFORE_THE_CUT and v != stored.get(k))
+    if refused:
+        raise ValueError(f"{where}: infer.{refused[0]} acts before the numbering; the cache holds the cut made "
+                         f"with {refused[0]}={stored.get(refused[0])!r}: cache again with the new value")
+    return {**stored, **overrides}
+
+
+def replay_file(path: Path, overrides: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, str]:
+    """(predicted FDI, reference FDI, jaw) of one cached scan numbered again under its stored options with
+    ``overrides``."""
+    from ..data import class_to_fdi
+    from ..inference.pipeline import refine_either_jaw
+
+    with np.load(path) as d:
+        jaw, num_classes = str(d["jaw"]), int(d["num_classes"])
+        options = replay_options(json.loads(str(d["options"])), overrides, str(path))
+        classes, _, _ = refine_either_jaw(d["probs"], d["aligned"], d["faces"], d["normals"], jaw, num_classes,
+                                          options, cut=d["cut"])
+        return class_to_fdi(classes, jaw, num_classes), d["labels"], jaw
+
+
+def _cache(args: argparse.Namespace) -> None:
+    from tqdm import tqdm
+
+    from pointmamba.cli.output_files import make_out_dir
+    from pointmamba.data import load_scan
+    from pointmamba.data.missing_teeth import arch_is_complete
+    from pointmamba.evaluation.removal_check import without_tooth
+
+    run = open_eval_run(args)
+    make_out_dir(run.out)
+    scans = [load_scan(p) for p in run.dataset.paths]
+    jobs = [(scan.name, scan, None) for scan in scans]
+    if args.removals:
+        jobs += [(f"{scan.name}{REMOVAL_MARK}{int(t)}", scan, int(t)) for scan in scans
+                 if scan.labels is not None and arch_is_complete(scan.labels, scan.jaw)
+                 for t in np.unique(scan.labels) if t > 0]
+    for name, scan, tooth in tqdm(jobs, desc="numbering cache"):
+        path = run.out / f"{name}.npz"
+        if not path.exists():  # a stopped cache goes on where it stopped
+            cache_scan(path, scan if tooth is None else without_tooth(scan, tooth, "flatten"), run.model, run.cfg,
+                       run.device)
+
+
+def _replay(args: argparse.Namespace) -> None:
+    from tqdm import tqdm
+
+    from pointmamba.cli._common import infer_overrides
+    from pointmamba.cli.output_files import check_out_dir, make_out_dir
+    from pointmamba.data import fdi_to_class
+    from pointmamba.evaluation.metrics import ConfusionMatrix
+    from pointmamba.evaluation.removal_check import removal_summary, Removal, tooth_numbers
+    from pointmamba.utils.atomic_file import write_csv
+
+    cache, out = Path(args.cache), Path(args.out)
+    files = sorted(cache.glob("*.npz"))
+    if not files:
+        raise ValueError(f"{cache}: no cached scan (.npz) here: run `numbering_replay cache` first")
+    check_out_dir(out)
+    overrides = infer_overrides(args.overrides)
+    numbered = {f.stem: replay_file(f, overrides) for f in tqdm(files, desc="numbering replay")}
+    rows = []
+    for name, (fdi, ref, jaw) in numbered.items():
+        if REMOVAL_MARK not in name:
+            cm = ConfusionMatrix(17).update(fdi_to_class(fdi, jaw, 17), fdi_to_class(ref, jaw, 17))
+            rows.append({"name": name, "miou": cm.miou()})
+    removals = []
+    for name, (fdi, ref, _) in numbered.items():
+        if REMOVAL_MARK in name:
+            scan, tooth = name.split(REMOVAL_MARK)
+            if scan not in numbered:
+                raise ValueError(f"{cache}: {name}.npz has no {scan}.npz beside it")
+            base = tooth_numbers(numbered[scan][1], numbered[scan][0])
+            after = tooth_numbers(ref, fdi)
+            removals.append(Removal(scan, int(tooth), len(after), [t for t, n in after.items() if n != base[t]]))
+    make_out_dir(out)
+    write_csv(out / "per_scan.csv", rows)
+    write_csv(out / "removals.csv", [{"scan": r.scan, "removed": r.tooth, "others": r.others,
+                                      "changed": " ".join(map(str, r.changed))} for r in removals])
+    miou = np.array([r["miou"] for r in rows])
+    scans = {"scans": len(rows), "mean": float(miou.mean()), "p10": float(np.percentile(miou, 10)),
+             "kept": int((miou >= 0.8).sum())} if rows else {"scans": 0}
+    summary = removal_summary(removals) if removals else None
+    table = ("| scans | mean | 10th pct | kept (>= 0.80) | removals changing another tooth |\n|---|---|---|---|---|\n"
+             f"| {scans['scans']} | {scans.get('mean', float('nan')):.4f} | {scans.get('p10', float('nan')):.4f} | "
+             f"{scans.get('kept', 0)} | " + (f"{summary['removals_changing_any']} of {summary['removals']} "
+                                            f"({summary['share_of_removals_changing_any']:.1%})" if summary else "-")
+             + " |\n")
+    write_study(out, "replay.json", {"cache": str(cache), "overrides": overrides, "scans": scans,
+                                     "removal_check": summary}, table, "per_scan.csv, removals.csv")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    cache = sub.add_parser("cache", help="predict a split once and store what the numbering starts from")
+    add_config_args(cache)
+    add_study_args(cache)
+    cache.add_argument("--removals", action="store_true",
+                       help="also each flattened single-tooth removal of the complete arches (the removal check)")
+    replay = sub.add_parser("replay", help="number the stored cuts again under --set infer.KEY=VALUE")
+    replay.add_argument("cache", help="a folder written by `numbering_replay cache`")
+    replay.add_argument("--out", required=True, help="output directory")
+    replay.add_argument("--set", dest="overrides", nargs="*", default=[], metavar="infer.KEY=VALUE")
+    for command in (cache, replay):  # parse_args gives the parent parser these; they follow the command
+        command.add_argument("--verbose", action="store_true", help="show debug log lines")
+        command.add_argument("--no-progress", action="store_true", help="no progress bars (logs, CI)")
+    args = parse_args(parser)
+    (_cache if args.command == "cache" else _replay)(args)
+
+
+def cli() -> None:
+    run_main(main)
+
+
+if __name__ == "__main__":
+    cli()

@@ -1,0 +1,103 @@
+"""The numbering replay (``pointmamba.research.numbering_replay``): a stored cut numbered again gives what the
+whole prediction gives, under the stored options and under a changed numbering option, and the replay tool
+scores it as tools/test.py and the removal check do."""
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from support.tiny import TINY_MODEL, untrained_checkpoint
+from support.tools import run_tool
+
+SAMPLES = Path(__file__).resolve().parents[1] / "data" / "samples"
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+@pytest.fixture(scope="module")
+def shipped():
+    import torch
+
+    from pointmamba.checkpoints.shipped import resolve_checkpoint
+    from pointmamba.inference.pipeline import load_trained
+
+    model, cfg = load_trained(resolve_checkpoint(None), torch.device("cpu"))
+    return model, cfg
+
+
+def _predict(model, cfg, scan, **infer) -> np.ndarray:
+    import torch
+
+    from pointmamba.inference.pipeline import segment_scan
+
+    return segment_scan(model, scan, {**cfg, "infer": {**(cfg.get("infer") or {}), **infer}}, torch.device("cpu")).fdi
+
+
+def test_a_replayed_cut_is_numbered_as_the_whole_prediction_numbers_it(shipped, tmp_path: Path) -> None:
+    import torch
+
+    from pointmamba.data import load_scan
+    from pointmamba.evaluation.removal_check import without_tooth
+    from pointmamba.research.numbering_replay import cache_scan, replay_file
+
+    model, cfg = shipped
+    scan = load_scan(SAMPLES / "MSN022" / "MSN022_upper.obj")
+    for name, case in (("whole", scan), ("without_24", without_tooth(scan, 24, "flatten"))):
+        path = tmp_path / f"{name}.npz"
+        cached = cache_scan(path, case, model, cfg, torch.device("cpu"))
+        whole = _predict(model, cfg, case)
+        np.testing.assert_array_equal(cached, whole)
+        fdi, ref, jaw = replay_file(path, {})
+        np.testing.assert_array_equal(fdi, whole)
+        np.testing.assert_array_equal(ref, case.labels)
+        assert jaw == "upper"
+        # an option after the cut: the replay follows the whole prediction under it
+        for infer in ({"numbering_touching_nu": 3.0}, {"merge_packed": False, "numbering_evidence_weight": 0.5}):
+            np.testing.assert_array_equal(replay_file(path, infer)[0], _predict(model, cfg, case, **infer))
+
+
+def test_an_option_before_the_cut_is_refused_in_one_line(shipped, tmp_path: Path) -> None:
+    import torch
+
+    from pointmamba.data import load_scan
+    from pointmamba.research.numbering_replay import cache_scan, replay_file
+
+    model, cfg = shipped
+    path = tmp_path / "MSN021_lower.npz"
+    cache_scan(path, load_scan(SAMPLES / "MSN021" / "MSN021_lower.obj"), model, cfg, torch.device("cpu"))
+    replay_file(path, {"mirror_tta": True})  # the stored value itself is no change
+    with pytest.raises(ValueError, match=r"MSN021_lower\.npz: infer\.mirror_tta acts before the numbering"):
+        replay_file(path, {"mirror_tta": False})
+
+
+def test_cache_then_replay_scores_as_the_test_tool_and_the_removal_check(tmp_path: Path) -> None:
+    ckpt = untrained_checkpoint(tmp_path / "tiny.pth")
+    config = tmp_path / "config.yaml"
+    config.write_text("train:\n  device: cpu\n")
+    sets = [f"data.root={SAMPLES}", "data.val_names=[MSN021_lower,MSN022_upper]", "data.grid_size=0.6", *TINY_MODEL]
+    code, _, err = run_tool("test", config, "--checkpoint", ckpt, "--split", "val", "--no-progress", "--set", *sets,
+                            "--out", tmp_path / "test")
+    assert code == 0, err[-2000:]
+    code, _, err = run_tool("removal_check", "--config", config, "--checkpoint", ckpt, "--split", "val",
+                            "--mode", "flatten", "--no-progress", "--set", *sets, "--out", tmp_path / "removal")
+    assert code == 0, err[-2000:]
+    code, _, err = run_tool("numbering_replay", "cache", "--config", config, "--checkpoint", ckpt, "--split", "val",
+                            "--removals", "--no-progress", "--set", *sets, "--out", tmp_path / "cache")
+    assert code == 0, err[-2000:]
+    code, out, err = run_tool("numbering_replay", "replay", tmp_path / "cache", "--no-progress", "--out",
+                              tmp_path / "replay")
+    assert code == 0, err[-2000:]
+
+    def rows(path: Path) -> list[dict[str, str]]:
+        with open(path, newline="") as f:
+            return list(csv.DictReader(f))
+    tested = {r["name"]: float(r["miou"]) for r in rows(tmp_path / "test" / "per_scan.csv")}
+    assert {r["name"]: float(r["miou"]) for r in rows(tmp_path / "replay" / "per_scan.csv")} == tested
+    key = lambda r: (r["scan"], r["removed"])  # noqa: E731
+    assert sorted(rows(tmp_path / "replay" / "removals.csv"), key=key) == sorted(rows(tmp_path / "removal" / "removals.csv"), key=key)
+    assert len(rows(tmp_path / "removal" / "removals.csv")) > 0
+    # an empty or missing cache: one line naming the folder
+    code, _, err = run_tool("numbering_replay", "replay", tmp_path / "nothing", "--out", tmp_path / "r2")
+    assert code == 2 and "nothing: no cached scan" in err

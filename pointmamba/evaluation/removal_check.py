@@ -79,15 +79,26 @@ class Removal:
     changed: list[int]  # reference numbers of the teeth whose predicted number changed
 
 
+def removal(scan: str, tooth: int, base: dict[int, int], reference: np.ndarray, predicted: np.ndarray) -> Removal:
+    """The :class:`Removal` of ``tooth`` from ``scan``: ``base`` the intact prediction's :func:`tooth_numbers`,
+    ``reference`` / ``predicted`` the FDI labels of the scan without the tooth."""
+    after = tooth_numbers(reference, predicted)
+    return Removal(scan, tooth, len(after), [t for t, n in after.items() if n != base[t]])
+
+
+def removal_rows(removals: list[Removal]) -> list[dict[str, Any]]:
+    """The rows of a removals.csv: scan, removed, others, changed (space-separated)."""
+    return [{"scan": r.scan, "removed": r.tooth, "others": r.others, "changed": " ".join(map(str, r.changed))}
+            for r in removals]
+
+
 def check_scan(scan: Any, predict: Callable[[Any], np.ndarray], mode: str = "delete") -> list[Removal]:
     """Every single-tooth removal of one labelled ``scan``; ``predict(scan) -> FDI per vertex``."""
     base = tooth_numbers(scan.labels, predict(scan))
     out = []
     for tooth in sorted(base):
         reduced = without_tooth(scan, tooth, mode)
-        after = tooth_numbers(reduced.labels, predict(reduced))
-        changed = [t for t, n in after.items() if n != base[t]]
-        out.append(Removal(scan.name, tooth, len(after), changed))
+        out.append(removal(scan.name, tooth, base, reduced.labels, predict(reduced)))
     return out
 
 

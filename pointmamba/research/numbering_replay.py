@@ -109,7 +109,7 @@ def _replay(args: argparse.Namespace) -> None:
     from pointmamba.cli.output_files import check_out_dir, make_out_dir
     from pointmamba.data import fdi_to_class
     from pointmamba.evaluation.metrics import ConfusionMatrix
-    from pointmamba.evaluation.removal_check import removal_summary, Removal, tooth_numbers
+    from pointmamba.evaluation.removal_check import removal, removal_rows, removal_summary, tooth_numbers
     from pointmamba.utils.atomic_file import write_csv
 
     cache, out = Path(args.cache), Path(args.out)
@@ -119,24 +119,22 @@ def _replay(args: argparse.Namespace) -> None:
     check_out_dir(out)
     overrides = infer_overrides(args.overrides)
     numbered = {f.stem: replay_file(f, overrides) for f in tqdm(files, desc="numbering replay")}
-    rows = []
+    rows, bases = [], {}  # bases: each whole scan's tooth numbers, which its removals are compared with
     for name, (fdi, ref, jaw) in numbered.items():
         if REMOVAL_MARK not in name:
             cm = ConfusionMatrix(17).update(fdi_to_class(fdi, jaw, 17), fdi_to_class(ref, jaw, 17))
             rows.append({"name": name, "miou": cm.miou()})
+            bases[name] = tooth_numbers(ref, fdi)
     removals = []
     for name, (fdi, ref, _) in numbered.items():
         if REMOVAL_MARK in name:
             scan, tooth = name.split(REMOVAL_MARK)
-            if scan not in numbered:
+            if scan not in bases:
                 raise ValueError(f"{cache}: {name}.npz has no {scan}.npz beside it")
-            base = tooth_numbers(numbered[scan][1], numbered[scan][0])
-            after = tooth_numbers(ref, fdi)
-            removals.append(Removal(scan, int(tooth), len(after), [t for t, n in after.items() if n != base[t]]))
+            removals.append(removal(scan, int(tooth), bases[scan], ref, fdi))
     make_out_dir(out)
     write_csv(out / "per_scan.csv", rows)
-    write_csv(out / "removals.csv", [{"scan": r.scan, "removed": r.tooth, "others": r.others,
-                                      "changed": " ".join(map(str, r.changed))} for r in removals])
+    write_csv(out / "removals.csv", removal_rows(removals))
     miou = np.array([r["miou"] for r in rows])
     scans = {"scans": len(rows), "mean": float(miou.mean()), "p10": float(np.percentile(miou, 10)),
              "kept": int((miou >= 0.8).sum())} if rows else {"scans": 0}

@@ -34,7 +34,7 @@ def main() -> None:
     from pointmamba.data import load_scan
     from pointmamba.data.missing_teeth import arch_is_complete
     from pointmamba.inference.pipeline import segment_scan
-    from pointmamba.evaluation.removal_check import check_scan, removal_summary
+    from pointmamba.evaluation.removal_check import check_scan, removal_rows, removal_summary
 
     run = open_eval_run(args)
     model, cfg, device, out = run.model, run.cfg, run.device, run.out
@@ -47,8 +47,7 @@ def main() -> None:
         removals += check_scan(scan, lambda s: segment_scan(model, s, cfg, device).fdi, args.mode)
     summary = removal_summary(removals)
     make_out_dir(out)
-    write_csv(out / "removals.csv", [{"scan": r.scan, "removed": r.tooth, "others": r.others,
-                                      "changed": " ".join(map(str, r.changed))} for r in removals])
+    write_csv(out / "removals.csv", removal_rows(removals))
     table = (f"| removals | changing any other tooth | teeth checked | teeth changed |\n|---|---|---|---|\n"
              f"| {summary['removals']} ({summary['scans']} complete arches) | {summary['removals_changing_any']} "
              f"({summary['share_of_removals_changing_any']:.1%}) | {summary['teeth_checked']} | "

@@ -46,7 +46,6 @@ RANGES: dict[str, tuple[float | None, float | None, bool]] = {
     "infer.merge_area_limit": (0, 100, True),
     "infer.numbering_evidence_weight": (0, 100, False),
     "infer.numbering_touching_nu": (0, 1e6, False),
-    "infer.numbering_unnumbered_cost": (0, 1000, True),
     # model
     "model.stem_kernel": (1, 9, True),
     "model.cpe_kernel": (1, 9, True),

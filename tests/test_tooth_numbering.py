@@ -4,7 +4,6 @@ two teeth under one label are split, a wide ambiguous run is numbered by width, 
 from __future__ import annotations
 
 import itertools
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -25,9 +24,9 @@ def _path_cost(instances, evidence, gum, priors, options) -> float:
     """The energy of one numbering, written out term by term (the DP's reference)."""
     cost, prev, last = 0.0, None, -1
     for i, opt in enumerate(options):
-        if opt is None:  # gingiva: its evidence, its width beyond a fragment's, the prior against it
+        if opt is None:  # gingiva: its evidence, and its width beyond a fragment's
             cost -= priors.evidence_weight * np.log(max(gum[i], 1e-6))
-            cost += priors.fragment_cost * max(instances[i].width - FRAGMENT_WIDTH, 0.0) + priors.unnumbered_cost
+            cost += priors.fragment_cost * max(instances[i].width - FRAGMENT_WIDTH, 0.0)
             continue
         f, l_ = opt
         if f <= last:
@@ -59,8 +58,6 @@ def test_dp_is_exact_and_posteriors_are_the_models(seed: int) -> None:
     gum = rng.uniform(0.02, 0.6, n)
     evidence = rng.dirichlet(np.full(16, 0.3), n) * (1 - gum[:, None])
     priors = default_priors("lower" if seed % 2 else "upper")
-    if seed % 3 == 2:  # the prior against an unnumbered piece, as infer.numbering_unnumbered_cost sets it
-        priors = replace(priors, unnumbered_cost=3.0)
     temperature = 1.7
     result = number_instances(instances, evidence, gum, priors, temperature)
     costs = {opts: _path_cost(instances, evidence, gum, priors, opts) for opts in itertools.product(OPTIONS, repeat=n)}

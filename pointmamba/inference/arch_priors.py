@@ -67,17 +67,12 @@ class ArchPriors:
     evidence_weight: float = EVIDENCE_WEIGHT
     fragment_cost: float = FRAGMENT_COST
     touching_nu: float = ROBUST_NU  # degrees of freedom of the touching (and closed-space) spacing density
-    # nats of prior against leaving a cut piece unnumbered (-log of the share of pieces that are not a
-    # tooth's main piece); 0: no such prior
-    unnumbered_cost: float = 0.0
 
     def gingiva_cost(self, gum_evidence: np.ndarray, width: np.ndarray) -> np.ndarray:
         """Nats of calling instances gingiva: the network's evidence (their mean probability of gingiva),
-        plus ``fragment_cost`` per mm of width beyond FRAGMENT_WIDTH (0: the evidence alone), plus
-        ``unnumbered_cost``, the prior against a cut piece being no tooth's main piece."""
+        plus ``fragment_cost`` per mm of width beyond FRAGMENT_WIDTH (0: the evidence alone)."""
         cost = -self.evidence_weight * np.log(np.maximum(np.asarray(gum_evidence, dtype=np.float64), LOG_EPS))
-        return (cost + self.fragment_cost * np.maximum(np.asarray(width, dtype=np.float64) - FRAGMENT_WIDTH, 0.0)
-                + self.unnumbered_cost)
+        return cost + self.fragment_cost * np.maximum(np.asarray(width, dtype=np.float64) - FRAGMENT_WIDTH, 0.0)
 
     def gap_cost(self, gap: float, touching: np.ndarray, skipped_width: np.ndarray) -> np.ndarray:
         """``-log`` density of the spacing ``gap`` (mm) between two teeth: neighbours (``touching``)

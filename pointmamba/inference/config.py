@@ -31,10 +31,6 @@ INFER_DEFAULTS: dict[str, Any] = {
     # 9.1 -> 7.3 % / 2.5 -> 2.1 % (splits A / B), split A's mean -0.001 (docs/results/review_flag); 3: as
     # first set by hand
     "numbering_touching_nu": 10.0,
-    # nats of prior against leaving a cut piece of tooth unnumbered (gingiva) in the instance numbering
-    # (inference/arch_priors.py): on the training scans 1 % of the cut's pieces are no tooth's main piece.
-    # Under its pre-registered rule (docs/results/review_flag/log.md); 0: no such prior
-    "numbering_unnumbered_cost": 0.0,
     "graph_cut": True,  # smooth labels on the mesh by alpha-expansion (inference/graph_cut.py)
     "graph_cut_smoothing": 3.0,  # weight of the cut cost against -log p (1 / 2 / 3 measured; 3 best on both)
     # on a mesh finer than the training scans (mean edge < 0.677 mm) the smoothing grows by

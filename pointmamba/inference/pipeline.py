@@ -303,8 +303,7 @@ def _number(labels: np.ndarray, probs: np.ndarray, aligned: np.ndarray, faces: n
 
     priors = replace(default_priors(jaw), fragment_cost=float(options["numbering_fragment_cost"]),
                      evidence_weight=float(options["numbering_evidence_weight"]),
-                     touching_nu=float(options["numbering_touching_nu"]),
-                     unnumbered_cost=float(options["numbering_unnumbered_cost"]))
+                     touching_nu=float(options["numbering_touching_nu"]))
     if areas is None and len(faces):
         areas = vertex_areas(aligned, faces)
     return number_teeth(labels, probs, aligned, faces, jaw, num_classes, priors=priors, areas=areas,

@@ -1,6 +1,6 @@
 """The numbering replay (``pointmamba.research.numbering_replay``): a stored cut numbered again gives what the
 whole prediction gives, under the stored options and under a changed numbering option, and the replay tool
-scores it as tools/test.py and the removal check do."""
+scores it as tools/test.py (the review flag included) and the removal check do."""
 from __future__ import annotations
 
 import csv
@@ -27,12 +27,16 @@ def shipped():
     return model, cfg
 
 
-def _predict(model, cfg, scan, **infer) -> np.ndarray:
+def _prediction(model, cfg, scan, **infer):
     import torch
 
     from pointmamba.inference.pipeline import segment_scan
 
-    return segment_scan(model, scan, {**cfg, "infer": {**(cfg.get("infer") or {}), **infer}}, torch.device("cpu")).fdi
+    return segment_scan(model, scan, {**cfg, "infer": {**(cfg.get("infer") or {}), **infer}}, torch.device("cpu"))
+
+
+def _predict(model, cfg, scan, **infer) -> np.ndarray:
+    return _prediction(model, cfg, scan, **infer).fdi
 
 
 def test_a_replayed_cut_is_numbered_as_the_whole_prediction_numbers_it(shipped, tmp_path: Path) -> None:
@@ -40,6 +44,7 @@ def test_a_replayed_cut_is_numbered_as_the_whole_prediction_numbers_it(shipped, 
 
     from pointmamba.data import load_scan
     from pointmamba.evaluation.removal_check import without_tooth
+    from pointmamba.evaluation.scan_summary import review_columns
     from pointmamba.research.numbering_replay import cache_scan, replay_file
 
     model, cfg = shipped
@@ -49,13 +54,18 @@ def test_a_replayed_cut_is_numbered_as_the_whole_prediction_numbers_it(shipped, 
         cached = cache_scan(path, case, model, cfg, torch.device("cpu"))
         whole = _predict(model, cfg, case)
         np.testing.assert_array_equal(cached, whole)
-        fdi, ref, jaw = replay_file(path, {})
-        np.testing.assert_array_equal(fdi, whole)
-        np.testing.assert_array_equal(ref, case.labels)
-        assert jaw == "upper"
-        # an option after the cut: the replay follows the whole prediction under it
-        for infer in ({"numbering_touching_nu": 3.0}, {"merge_packed": False, "numbering_evidence_weight": 0.5}):
-            np.testing.assert_array_equal(replay_file(path, infer)[0], _predict(model, cfg, case, **infer))
+        replayed = replay_file(path, {}, review=True)
+        np.testing.assert_array_equal(replayed.fdi, whole)
+        np.testing.assert_array_equal(replayed.reference, case.labels)
+        assert replayed.jaw == "upper"
+        # an option after the cut: the replay follows the whole prediction under it, its review flag too
+        for infer in ({"numbering_touching_nu": 3.0}, {"merge_packed": False, "numbering_evidence_weight": 0.5},
+                      {"dentition": "mixed"}):
+            pred = _prediction(model, cfg, case, **infer)
+            replayed = replay_file(path, infer, review=True)
+            np.testing.assert_array_equal(replayed.fdi, pred.fdi)
+            assert (replayed.review, replayed.findings) == tuple(review_columns(pred, case).values())
+        assert replay_file(path, {}).review is None  # not asked
 
 
 def test_an_option_before_the_cut_is_refused_in_one_line(shipped, tmp_path: Path) -> None:
@@ -93,8 +103,9 @@ def test_cache_then_replay_scores_as_the_test_tool_and_the_removal_check(tmp_pat
     def rows(path: Path) -> list[dict[str, str]]:
         with open(path, newline="") as f:
             return list(csv.DictReader(f))
-    tested = {r["name"]: float(r["miou"]) for r in rows(tmp_path / "test" / "per_scan.csv")}
-    assert {r["name"]: float(r["miou"]) for r in rows(tmp_path / "replay" / "per_scan.csv")} == tested
+    scored = lambda r: (float(r["miou"]), r["review"], r["findings"])  # noqa: E731
+    tested = {r["name"]: scored(r) for r in rows(tmp_path / "test" / "per_scan.csv")}
+    assert {r["name"]: scored(r) for r in rows(tmp_path / "replay" / "per_scan.csv")} == tested
     key = lambda r: (r["scan"], r["removed"])  # noqa: E731
     assert sorted(rows(tmp_path / "replay" / "removals.csv"), key=key) == sorted(rows(tmp_path / "removal" / "removals.csv"), key=key)
     assert len(rows(tmp_path / "removal" / "removals.csv")) > 0

@@ -100,12 +100,17 @@ def summary_table(summary: dict[str, dict[str, Any]]) -> str:
 def review_columns(pred: Any, scan: Any) -> dict[str, Any]:
     """A predicted scan's ``review`` (flagged or not) and ``findings`` (their kinds), as
     :class:`~pointmamba.inference.segmenter.Segmenter` flags it: ``pred`` a :class:`~.inference.Prediction` of ``scan``."""
+    return prediction_review(pred, scan.jaw, scan.faces)
+
+
+def prediction_review(pred: Any, jaw: str | None, faces: np.ndarray) -> dict[str, Any]:
+    """:func:`review_columns` of a prediction of a mesh with ``faces`` whose jaw is ``jaw``."""
     from ..data.teeth3ds import instances_from_labels
     from ..inference.confidence import scan_confidence
 
     instances = pred.instances if pred.instances is not None else instances_from_labels(pred.fdi)
-    conf = scan_confidence(pred.probs, pred.classes, instances, scan.jaw, pred.aligned, pred.instance_probs,
-                           faces=scan.faces, numbering=pred.numbering)
+    conf = scan_confidence(pred.probs, pred.classes, instances, jaw, pred.aligned, pred.instance_probs,
+                           faces=faces, numbering=pred.numbering)
     return {"review": conf.review, "findings": " ".join(sorted({kind for kind, _ in conf.findings}))}
 
 

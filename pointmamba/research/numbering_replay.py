@@ -15,17 +15,18 @@ the reference labels and the inference options. About 1 s a scan on one core, 10
 options that act after the graph cut may change (the numbering's priors, the dentition, the mends and
 merges); the others would need the network or the cut again and are refused. It writes DIR/per_scan.csv
 (per-scan mIoU, as tools/test.py scores it), DIR/removals.csv and DIR/replay.json and DIR/summary.md (the
-per-scan mean, 10th percentile and kept share; the removal check's share of removals changing another
-tooth). With the stored options unchanged these are tools/test.py's and removal_check's figures to the
-last digit (docs/results/review_flag/log.md, the touching spacing); the review flag and the
-dentition-given columns are not replayed.
+per-scan mean, 10th percentile and kept share, the scans flagged for review below 0.80 and at or above it;
+the removal check's share of removals changing another tooth). With the stored options unchanged these are
+tools/test.py's and removal_check's figures to the last digit (docs/results/review_flag/log.md, the
+touching spacing), each scan's ``review`` and ``findings`` included; the dentition-given columns are not
+replayed.
 """
 from __future__ import annotations
 
 import argparse
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -65,18 +66,38 @@ def replay_options(stored: dict[str, Any], overrides: dict[str, Any], where: str
     return {**stored, **overrides}
 
 
-def replay_file(path: Path, overrides: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, str]:
-    """(predicted FDI, reference FDI, jaw) of one cached scan numbered again under its stored options with
-    ``overrides``."""
+class Replayed(NamedTuple):
+    """One cached scan numbered again: its predicted and reference FDI labels, its jaw and, where asked, the
+    review flag and its findings' kinds as tools/test.py reports them."""
+
+    fdi: np.ndarray
+    reference: np.ndarray
+    jaw: str
+    review: bool | None = None
+    findings: str | None = None
+
+
+def replay_file(path: Path, overrides: dict[str, Any], review: bool = False) -> Replayed:
+    """One cached scan numbered again under its stored options with ``overrides``; ``review``: with its
+    review flag (the scan's confidence, about 0.1 s more)."""
     from ..data import class_to_fdi
-    from ..inference.pipeline import refine_either_jaw
+    from ..evaluation.scan_summary import prediction_review
+    from ..inference.pipeline import Prediction, refine_either_jaw
+    from ..inference.tooth_numbering import numbered_instances
 
     with np.load(path) as d:
         jaw, num_classes = str(d["jaw"]), int(d["num_classes"])
         options = replay_options(json.loads(str(d["options"])), overrides, str(path))
-        classes, _, _ = refine_either_jaw(d["probs"], d["aligned"], d["faces"], d["normals"], jaw, num_classes,
-                                          options, cut=d["cut"])
-        return class_to_fdi(classes, jaw, num_classes), d["labels"], jaw
+        probs, aligned, faces = d["probs"], d["aligned"], d["faces"]
+        classes, numbering, call = refine_either_jaw(probs, aligned, faces, d["normals"], jaw, num_classes, options,
+                                                     cut=d["cut"])
+        fdi = class_to_fdi(classes, jaw, num_classes)
+        if not review:
+            return Replayed(fdi, d["labels"], jaw)
+        instances, instance_probs = numbered_instances(numbering, classes, num_classes, jaw) if numbering else (None, None)
+        pred = Prediction(classes=classes, fdi=fdi, probs=probs, aligned=aligned, numbering=numbering,
+                          instances=instances, instance_probs=instance_probs, jaw=jaw, jaw_call=call)
+        return Replayed(fdi, d["labels"], jaw, **prediction_review(pred, jaw, faces))
 
 
 def _cache(args: argparse.Namespace) -> None:
@@ -118,15 +139,16 @@ def _replay(args: argparse.Namespace) -> None:
         raise ValueError(f"{cache}: no cached scan (.npz) here: run `numbering_replay cache` first")
     check_out_dir(out)
     overrides = infer_overrides(args.overrides)
-    numbered = {f.stem: replay_file(f, overrides) for f in tqdm(files, desc="numbering replay")}
+    numbered = {f.stem: replay_file(f, overrides, review=REMOVAL_MARK not in f.stem)
+                for f in tqdm(files, desc="numbering replay")}
     rows, bases = [], {}  # bases: each whole scan's tooth numbers, which its removals are compared with
-    for name, (fdi, ref, jaw) in numbered.items():
+    for name, (fdi, ref, jaw, review, findings) in numbered.items():
         if REMOVAL_MARK not in name:
             cm = ConfusionMatrix(17).update(fdi_to_class(fdi, jaw, 17), fdi_to_class(ref, jaw, 17))
-            rows.append({"name": name, "miou": cm.miou()})
+            rows.append({"name": name, "miou": cm.miou(), "review": review, "findings": findings})
             bases[name] = tooth_numbers(ref, fdi)
     removals = []
-    for name, (fdi, ref, _) in numbered.items():
+    for name, (fdi, ref, *_) in numbered.items():
         if REMOVAL_MARK in name:
             scan, tooth = name.split(REMOVAL_MARK)
             if scan not in bases:
@@ -136,12 +158,18 @@ def _replay(args: argparse.Namespace) -> None:
     write_csv(out / "per_scan.csv", rows)
     write_csv(out / "removals.csv", removal_rows(removals))
     miou = np.array([r["miou"] for r in rows])
+    flagged = np.array([bool(r["review"]) for r in rows])
     scans = {"scans": len(rows), "mean": float(miou.mean()), "p10": float(np.percentile(miou, 10)),
-             "kept": int((miou >= 0.8).sum())} if rows else {"scans": 0}
+             "kept": int((miou >= 0.8).sum()), "below_flagged": int((flagged & (miou < 0.8)).sum()),
+             "below": int((miou < 0.8).sum()), "kept_flagged": int((flagged & (miou >= 0.8)).sum())
+             } if rows else {"scans": 0}
     summary = removal_summary(removals) if removals else None
-    table = ("| scans | mean | 10th pct | kept (>= 0.80) | removals changing another tooth |\n|---|---|---|---|---|\n"
+    table = ("| scans | mean | 10th pct | kept (>= 0.80) | flagged: below 0.80 / kept | removals changing another tooth |"
+             "\n|---|---|---|---|---|---|\n"
              f"| {scans['scans']} | {scans.get('mean', float('nan')):.4f} | {scans.get('p10', float('nan')):.4f} | "
-             f"{scans.get('kept', 0)} | " + (f"{summary['removals_changing_any']} of {summary['removals']} "
+             f"{scans.get('kept', 0)} | {scans.get('below_flagged', 0)} of {scans.get('below', 0)} / "
+             f"{scans.get('kept_flagged', 0)} of {scans.get('kept', 0)} | "
+             + (f"{summary['removals_changing_any']} of {summary['removals']} "
                                             f"({summary['share_of_removals_changing_any']:.1%})" if summary else "-")
              + " |\n")
     write_study(out, "replay.json", {"cache": str(cache), "overrides": overrides, "scans": scans,

@@ -347,8 +347,6 @@ def segment_scan(model: nn.Module, scan: Any, cfg: dict[str, Any], device: torch
     ``infer`` options (mirror test-time augmentation, graph cut, tooth numbering) apply. ``progress`` is
     told each step as it starts (minutes each on a scan of millions of vertices).
     """
-    from ..data import class_to_fdi
-
     d = cfg["data"]
     # a model that takes the jaw as an input is told "upper" until the teeth tell (its numbering under both
     # jaws' priors tells them apart all the same: docs/results/jaw_from_teeth), then asked again if lower
@@ -368,11 +366,21 @@ def segment_scan(model: nn.Module, scan: Any, cfg: dict[str, Any], device: torch
             classes, numbering = refine_numbered(probs, aligned, scan.faces, normals, call.used, d["num_classes"],
                                                  options, progress)
     jaw = call.used if call is not None else scan.jaw
-    fdi = class_to_fdi(classes, jaw, d["num_classes"])
+    return refined_prediction(classes, numbering, call, probs, aligned, jaw, d["num_classes"])
+
+
+def refined_prediction(classes: np.ndarray, numbering: Any, call: Any, probs: np.ndarray, aligned: np.ndarray,
+                       jaw: str | None, num_classes: int) -> Prediction:
+    """The :class:`Prediction` of refined ``classes`` and their ``numbering`` (None: none) for ``jaw``, with
+    the jaw ``call`` (see :func:`refine_either_jaw`): FDI labels, and each numbered tooth's instance and
+    posterior."""
+    from ..data import class_to_fdi
+
     instances, instance_probs = None, None
     if numbering is not None:
         from .tooth_numbering import numbered_instances
 
-        instances, instance_probs = numbered_instances(numbering, classes, d["num_classes"], jaw)
-    return Prediction(classes=classes, fdi=fdi, probs=probs, aligned=aligned, numbering=numbering,
-                      instances=instances, instance_probs=instance_probs, jaw=jaw, jaw_call=call)
+        instances, instance_probs = numbered_instances(numbering, classes, num_classes, jaw)
+    return Prediction(classes=classes, fdi=class_to_fdi(classes, jaw, num_classes), probs=probs, aligned=aligned,
+                      numbering=numbering, instances=instances, instance_probs=instance_probs, jaw=jaw,
+                      jaw_call=call)

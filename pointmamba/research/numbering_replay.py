@@ -82,8 +82,7 @@ def replay_file(path: Path, overrides: dict[str, Any], review: bool = False) -> 
     review flag (the scan's confidence, about 0.1 s more)."""
     from ..data import class_to_fdi
     from ..evaluation.scan_summary import prediction_review
-    from ..inference.pipeline import Prediction, refine_either_jaw
-    from ..inference.tooth_numbering import numbered_instances
+    from ..inference.pipeline import refine_either_jaw, refined_prediction
 
     with np.load(path) as d:
         jaw, num_classes = str(d["jaw"]), int(d["num_classes"])
@@ -91,13 +90,10 @@ def replay_file(path: Path, overrides: dict[str, Any], review: bool = False) -> 
         probs, aligned, faces = d["probs"], d["aligned"], d["faces"]
         classes, numbering, call = refine_either_jaw(probs, aligned, faces, d["normals"], jaw, num_classes, options,
                                                      cut=d["cut"])
-        fdi = class_to_fdi(classes, jaw, num_classes)
         if not review:
-            return Replayed(fdi, d["labels"], jaw)
-        instances, instance_probs = numbered_instances(numbering, classes, num_classes, jaw) if numbering else (None, None)
-        pred = Prediction(classes=classes, fdi=fdi, probs=probs, aligned=aligned, numbering=numbering,
-                          instances=instances, instance_probs=instance_probs, jaw=jaw, jaw_call=call)
-        return Replayed(fdi, d["labels"], jaw, **prediction_review(pred, jaw, faces))
+            return Replayed(class_to_fdi(classes, jaw, num_classes), d["labels"], jaw)
+        pred = refined_prediction(classes, numbering, call, probs, aligned, jaw, num_classes)
+        return Replayed(pred.fdi, d["labels"], jaw, **prediction_review(pred, jaw, faces))
 
 
 def _cache(args: argparse.Namespace) -> None:

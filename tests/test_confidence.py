@@ -200,3 +200,68 @@ def test_confidence_goes_in_the_json_beside_unchanged_teeth3ds_keys(tmp_path) ->
     assert set(c["teeth"][0]) >= {"fdi", "confidence", "runner_up", "runner_up_confidence"}
     with pytest.raises(ValueError, match="replace Teeth3DS keys"):
         save_labels(tmp_path / "q.json", labels, "lower", "P", extra={"labels": []})
+
+
+def test_a_flagged_scans_teeth_read_less_sure_and_the_flag_is_decided_from_their_posteriors() -> None:
+    from pointmamba.inference.confidence import review_findings
+
+    # 32 absent while 31 and 33 touch: flagged ("skipped"); one tooth, 35, also uncertain
+    aligned, labels = arch([n for n in LOWER if n != 32])
+    instances = instances_from_labels(labels)
+    row = np.zeros(17)
+    row[fdi_to_class([35, 34], "lower")] = [0.52, 0.41]
+    inst35 = {int(instances[labels == 35][0]): row}
+    plain = confidence(labels, aligned, instance_probs=inst35)
+    folded = confidence(labels, aligned, instance_probs=inst35, flagged_scale=0.65)
+    assert kinds(plain) == {"skipped", "uncertain"} and folded.findings == plain.findings
+    assert folded.review_line("x") == plain.review_line("x")  # "tooth 35 (0.56; ...)": the posterior
+    for p, f in zip(plain.teeth, folded.teeth):
+        assert (f.fdi, f.posterior, f.number_posterior) == (p.fdi, p.confidence, p.confidence)
+        assert f.confidence == pytest.approx(0.65 * p.confidence) and p.posterior is None
+    assert folded.min_confidence == pytest.approx(0.65 * plain.min_confidence)
+    # a tooth at 0.9 reads 0.585 < review_below, yet deciding the findings again (other thresholds, as the
+    # calibration's sweep does) sees its posterior: no tooth turns "uncertain" from the scaling
+    assert review_findings(folded.teeth, "lower", aligned, instances, ReviewRules()) == \
+        review_findings(plain.teeth, "lower", aligned, instances, ReviewRules())
+    doc = folded.to_json()
+    assert doc["flagged_confidence_scale"] == 0.65 and doc["min_confidence"] == round(folded.min_confidence, 4)
+    assert all(t["posterior"] == round(p.confidence, 4) for t, p in zip(doc["teeth"], plain.teeth))
+    # an arch nobody needs to review keeps its posteriors, and its JSON has no trace of the scaling
+    aligned, labels = arch(LOWER)
+    clean, scaled = confidence(labels, aligned), confidence(labels, aligned, flagged_scale=0.65)
+    assert not scaled.review and [t.confidence for t in scaled.teeth] == [t.confidence for t in clean.teeth]
+    assert scaled.to_json() == clean.to_json() and "posterior" not in scaled.to_json()["teeth"][0]
+    for bad in (0.0, 1.5, float("nan")):
+        with pytest.raises(ValueError, match="flagged_scale must be in"):
+            confidence(labels, aligned, flagged_scale=bad)
+
+
+def test_flagged_confidence_scale_reaches_a_real_flagged_arch_through_the_api(tmp_path) -> None:
+    """``infer.flagged_confidence_scale`` through :class:`Segmenter` on IOS017_upper (a val arch with the
+    lone-premolar pattern, flagged under ``auto``): the labels and findings as without it, every tooth's
+    confidence its posterior times the scale; a bad value fails before the model loads, naming the key."""
+    from pathlib import Path
+
+    from pointmamba import Segmenter
+
+    path = Path(__file__).resolve().parents[2] / "shared" / "data" / "iosseg" / "IOS017" / "IOS017_upper.obj"
+    if not path.is_file():
+        pytest.skip(f"3D-IOSSeg scans not found at {path.parent.parent}")
+    with pytest.raises(ValueError, match="infer.flagged_confidence_scale"):
+        Segmenter(device="cpu", infer={"flagged_confidence_scale": 0.0})
+    plain = Segmenter(device="cpu", infer={"flagged_confidence_scale": 1.0})(path)
+    folded = Segmenter(device="cpu", infer={"flagged_confidence_scale": 0.65})(path)
+    assert plain.review and plain.confidence.flagged_scale == 1.0
+    np.testing.assert_array_equal(folded.labels, plain.labels)
+    assert folded.confidence.findings == plain.confidence.findings
+    assert [t.posterior for t in folded.confidence.teeth] == [t.confidence for t in plain.confidence.teeth]
+    assert all(t.confidence == pytest.approx(0.65 * t.posterior) and t.confidence <= 0.65 for t in folded.confidence.teeth)
+    assert folded.to_json()["confidence"]["flagged_confidence_scale"] == 0.65
+    # the review page carries both numbers, and its hover text says why the confidence is lower
+    from pointmamba.report import ReviewPage
+
+    page = ReviewPage()
+    page.add(folded)
+    page.write(tmp_path / "index.html")
+    text = "".join(p.read_text(errors="replace") for p in page.written)
+    assert '"posterior":' in text and "before the scan's flag" in text

@@ -7,7 +7,10 @@ Per tooth (one instance of the segmentation):
   probabilities; either way restricted to the jaw's tooth classes and renormalized, so gingiva mass does
   not lower a tooth's confidence;
 * ``confidence = q[assigned number]``, and the runner-up: the most probable other number, with ``q`` of it;
-* its width along the arch (mm), measured in the canonical frame, against the typical width of its number.
+* its width along the arch (mm), measured in the canonical frame, against the typical width of its number;
+* in a scan the review flags, ``confidence`` is ``q`` times ``flagged_scale`` (``infer.flagged_confidence_scale``;
+  ``q`` stays as ``posterior``): a whole arch counted one position off has every ``q`` high, and only the
+  scan's findings see it. The findings are decided from ``q``.
 
 Per scan: the lowest tooth confidence, and ``review`` with one reason per finding (:class:`ReviewRules`):
 
@@ -91,9 +94,16 @@ class ToothConfidence:
     width_mm: float | None = None
     alternative: int | None = None  # its number under the other reading of the dentition (auto; None: the same)
     primary: bool = False  # a primary molar: 4 or 5 of a side of the pattern read as a mixed dentition
+    # the number's posterior where ``confidence`` was lowered because the scan is flagged (None: not lowered)
+    posterior: float | None = None
+
+    @property
+    def number_posterior(self) -> float:
+        """The number's posterior, from which the review decides: ``confidence`` before a flag lowered it."""
+        return self.confidence if self.posterior is None else self.posterior
 
     def describe(self) -> str:
-        return f"tooth {self.fdi} ({self.confidence:.2f}; {self.runner_up}: {self.runner_up_confidence:.2f})"
+        return f"tooth {self.fdi} ({self.number_posterior:.2f}; {self.runner_up}: {self.runner_up_confidence:.2f})"
 
 
 TOOTH_FINDINGS = ("uncertain", "twice", "wide", "narrow", "molar_sized", "room", "skipped", "none", "few")
@@ -112,6 +122,7 @@ class ScanConfidence:
     rules: ReviewRules = field(default_factory=ReviewRules)
     dentition: dict[str, Any] | None = None  # how the lone-premolar pattern was read (DentitionReading.to_json)
     jaw: dict[str, Any] | None = None  # where the jaw came from and what the teeth say (JawCall.to_json)
+    flagged_scale: float = 1.0  # what every tooth's confidence was multiplied by because the scan is flagged
 
     @property
     def reasons(self) -> list[str]:
@@ -140,7 +151,10 @@ class ScanConfidence:
                "min_confidence": None if m is None else round(m, 4),
                "review_below": self.rules.review_below,
                "teeth": [{k: (round(v, 4) if isinstance(v, float) else v) for k, v in asdict(t).items()
-                          if (k != "alternative" or v is not None) and (k != "primary" or v)} for t in self.teeth]}
+                          if (k not in ("alternative", "posterior") or v is not None) and (k != "primary" or v)}
+                         for t in self.teeth]}
+        if self.flagged_scale != 1.0:
+            out["flagged_confidence_scale"] = self.flagged_scale
         if self.dentition is not None:
             out["dentition"] = self.dentition
         if self.jaw is not None:
@@ -152,7 +166,8 @@ def scan_confidence(probs: np.ndarray, classes: np.ndarray, instances: np.ndarra
                     aligned: np.ndarray | None = None,
                     instance_probs: Mapping[int, np.ndarray] | None = None,
                     rules: ReviewRules = ReviewRules(), faces: np.ndarray | None = None,
-                    dentition: Any = None, numbering: Any = None, jaw_call: Any = None) -> ScanConfidence:
+                    dentition: Any = None, numbering: Any = None, jaw_call: Any = None,
+                    flagged_scale: float = 1.0) -> ScanConfidence:
     """Per-tooth confidence and the scan's review reasons (see the module doc).
 
     ``probs`` (V, C) per-vertex class probabilities (C = 17 or 33); ``classes`` (V,) the final class of
@@ -165,9 +180,12 @@ def scan_confidence(probs: np.ndarray, classes: np.ndarray, instances: np.ndarra
     instance numbering (:class:`~.tooth_numbering.Numbering`): its dentition where ``dentition`` is None;
     ``jaw_call`` where the
     jaw came from and what the teeth say (:class:`~.jaw_from_teeth.JawCall`: its finding, and
-    ``ScanConfidence.jaw``).
+    ``ScanConfidence.jaw``); ``flagged_scale`` in (0, 1]: a flagged scan's teeth's confidence is their
+    posterior times it.
     """
     check_jaw(jaw)
+    if not 0.0 < flagged_scale <= 1.0:
+        raise ValueError(f"scan_confidence: flagged_scale must be in (0, 1], got {flagged_scale}")
     probs = np.asarray(probs, dtype=np.float64)
     classes = np.asarray(classes)
     instances = np.asarray(instances)
@@ -241,8 +259,13 @@ def scan_confidence(probs: np.ndarray, classes: np.ndarray, instances: np.ndarra
     jaw_finding = jaw_call.finding() if jaw_call is not None else None
     if jaw_finding is not None:
         findings.append(jaw_finding)
+    applied = flagged_scale if findings and flagged_scale != 1.0 else 1.0
+    if applied != 1.0:
+        for t in teeth:
+            t.posterior = t.confidence
+            t.confidence = t.confidence * applied
     return ScanConfidence(teeth, findings, rules, None if dentition is None else dentition.to_json(),
-                          None if jaw_call is None else jaw_call.to_json())
+                          None if jaw_call is None else jaw_call.to_json(), applied)
 
 
 def review_findings(teeth: list[ToothConfidence], jaw: str, aligned: np.ndarray | None, instances: np.ndarray,
@@ -252,7 +275,7 @@ def review_findings(teeth: list[ToothConfidence], jaw: str, aligned: np.ndarray 
     premolar or skipped premolar that dentition explains."""
     if not teeth:
         return [("none", "no tooth found")]
-    reasons = [("uncertain", t.describe()) for t in teeth if t.confidence < rules.review_below]
+    reasons = [("uncertain", t.describe()) for t in teeth if t.number_posterior < rules.review_below]
     if len(teeth) < rules.few_teeth:
         reasons.append(("few", f"only {len(teeth)} teeth found: teeth on bare gingiva, or teeth missed?"))
     numbers = [t.fdi for t in teeth]

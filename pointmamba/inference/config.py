@@ -65,6 +65,10 @@ INFER_DEFAULTS: dict[str, Any] = {
     # percentile of single reference crowns, by its pre-registered rule: no held-out val scan changed, and
     # in-sample it kept MSN014_lower's crowded incisors apart (0.831 -> 0.907; docs/results/review_flag). 0: no limit
     "merge_area_limit": 1.53,
+    # in a scan the review flags, every tooth's reported confidence is its number's posterior times this (the
+    # posterior stays beside it; the flag is decided first): a whole arch counted one off has every posterior
+    # high, and only the flag sees it (inference/confidence.py; docs/results/review_flag). 1.0: the posterior
+    "flagged_confidence_scale": 1.0,
 }
 
 

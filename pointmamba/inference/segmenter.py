@@ -156,7 +156,8 @@ class Segmenter:
         jaw = pred.jaw or scan.jaw or _jaw_of(pred.fdi)
         confidence = scan_confidence(pred.probs, pred.classes, instances, jaw, pred.aligned,
                                      getattr(pred, "instance_probs", None), self.rules, faces=scan.faces,
-                                     numbering=pred.numbering, jaw_call=pred.jaw_call)
+                                     numbering=pred.numbering, jaw_call=pred.jaw_call,
+                                     flagged_scale=float(config["infer"]["flagged_confidence_scale"]))
         name = scan.meta.get("name") or scan.name
         return Segmentation(name=name, id_patient=str(scan.id_patient or name), jaw=jaw,
                             vertices=scan.vertices, faces=scan.faces, aligned=pred.aligned, labels=pred.fdi,

@@ -110,6 +110,9 @@
     return c;
   }
 
+  function flaggedNote(c) {  // a flagged scan's teeth read less sure than their number's posterior
+    return c.posterior == null ? "" : ` (${fmt(c.posterior, 2)} before the scan's flag)`;
+  }
   function toothClass(scan, c) {
     if (!c.found) return "missing";
     if (c.confidence < (scan.review_below ?? 0.65)) return "low";
@@ -118,7 +121,7 @@
   function chartStrip(scan, index) {  // the full arch as a dental chart reads, patient's right first; a click opens that tooth
     const strip = el("div", {class: "chart", "aria-label": "dental chart"});
     scan.chart.forEach((c, k) => {
-      const title = c.found ? `tooth ${c.fdi}: confidence ${fmt(c.confidence, 2)}, runner-up ${c.runner_up} ${fmt(c.runner_up_confidence, 2)}` +
+      const title = c.found ? `tooth ${c.fdi}: confidence ${fmt(c.confidence, 2)}` + flaggedNote(c) + `, runner-up ${c.runner_up} ${fmt(c.runner_up_confidence, 2)}` +
         (c.twice ? " (number used twice)" : "") : `tooth ${c.fdi}: not found`;
       const cell = el("span", {class: toothClass(scan, c) + (k === scan.chart.length / 2 - 1 ? " mid" : ""),
                                title: title, "data-fdi": c.fdi}, String(c.fdi));
@@ -486,7 +489,7 @@
       const l = lab[v], t = conf[l];
       let s;
       if (l !== a.predicted[v]) s = `${l === 0 ? "gingiva" : "tooth " + l} (corrected from ${a.predicted[v] || "gingiva"})`;
-      else s = l === 0 ? "gingiva" : `tooth ${l}` + (t ? ` · confidence ${fmt(t.confidence, 2)} (${t.runner_up}: ${fmt(t.runner_up_confidence, 2)})` : "");
+      else s = l === 0 ? "gingiva" : `tooth ${l}` + (t ? ` · confidence ${fmt(t.confidence, 2)}${flaggedNote(t)} (${t.runner_up}: ${fmt(t.runner_up_confidence, 2)})` : "");
       if (l === a.predicted[v] && t && t.alternative) s += ` · other dentition: ${t.alternative}`;
       if (a.reference) s += `<br>reference: ${a.reference[v] === 0 ? "gingiva" : a.reference[v]}` + (a.reference[v] !== l ? " (wrong)" : "");
       if (a.margin) s += `<br>margin ${fmt(a.margin[v] / 255, 2)}`;

@@ -139,6 +139,8 @@ def dental_chart(jaw: str, teeth: list[Any]) -> list[dict[str, Any]]:
             t = found[0]
             entry.update(confidence=round(t.confidence, 4), runner_up=t.runner_up,
                          runner_up_confidence=round(t.runner_up_confidence, 4), twice=len(found) > 1)
+            if getattr(t, "posterior", None) is not None:  # lowered because the scan is flagged
+                entry["posterior"] = round(t.posterior, 4)
         chart.append(entry)
     return chart
 
@@ -198,7 +200,8 @@ class ReviewPage:
             # "alternative": the tooth's number under the other reading of the dentition (auto), where it differs
             "confidence": [{"fdi": t.fdi, "confidence": round(t.confidence, 4), "runner_up": t.runner_up,
                             "runner_up_confidence": round(t.runner_up_confidence, 4),
-                            **({"alternative": t.alternative} if getattr(t, "alternative", None) else {})}
+                            **({"alternative": t.alternative} if getattr(t, "alternative", None) else {}),
+                            **({"posterior": round(t.posterior, 4)} if getattr(t, "posterior", None) is not None else {})}
                            for t in conf.teeth],
             "chart": dental_chart(result.jaw, conf.teeth),
             "metrics": metrics,

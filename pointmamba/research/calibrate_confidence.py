@@ -90,7 +90,8 @@ def scan_record(result: Any, reference, source: str) -> dict[str, Any]:
     truth = tooth_truth(result.instances, reference)
     teeth = [{"scan": result.name, "fdi": t.fdi, "reference": truth[t.instance], "wrong": truth[t.instance] != t.fdi,
               "confidence": t.confidence, "runner_up": t.runner_up, "runner_up_confidence": t.runner_up_confidence,
-              "width_mm": t.width_mm, "vertices": t.vertices} for t in result.confidence.teeth]
+              "width_mm": t.width_mm, "vertices": t.vertices, "posterior": t.number_posterior}
+             for t in result.confidence.teeth]
     ref_teeth = {int(t) for t in set(reference.tolist()) if t > 0}
     found = {int(v) for v in truth.values()}
     from pointmamba.inference.confidence import TOOTH_FINDINGS

@@ -137,6 +137,9 @@ def test_a_real_val_arch_through_the_api_in_both_readings(shipped, tmp_path: Pat
     assert doc["dentition"]["requested"] == "auto" and auto.review
     assert any(f["kind"] == "dentition" for f in doc["findings"])
     assert any(t.get("alternative") for t in doc["teeth"])  # the other reading's numbers
+    # flagged: by default no tooth reads as sure, each keeping its number's posterior beside its confidence
+    assert doc["flagged_confidence_scale"] == 0.89
+    assert all(t["confidence"] == pytest.approx(0.89 * t["posterior"], abs=1e-4) for t in doc["teeth"])
     used = doc["dentition"]["used"]
     if used == "as numbered":  # the network reads a side neither way: kept, flagged, not forced
         assert not any(np.array_equal(auto.labels, r.labels) for r in (permanent, mixed))

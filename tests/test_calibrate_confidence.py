@@ -79,3 +79,26 @@ def test_the_table_counts_the_checks_on_the_whole_arch_as_the_tools_flag_does() 
     assert flagged(scan, ReviewRules()) == [lost]
     assert flagged(scan, ReviewRules(), whole_arch=False) == []
     assert flagged({**scan, "arch_findings": []}, ReviewRules()) == []
+
+
+def test_the_tooth_auc_is_reported_from_the_confidence_and_from_the_posteriors() -> None:
+    """A wrong tooth at posterior 0.99 in a flagged scan: its posterior outranks three right 0.95 teeth of an
+    unflagged scan (AUC 0.125 with the tie), its lowered confidence 0.881 does not (0.875)."""
+    from pointmamba.inference.confidence import ReviewRules, ScanConfidence, ToothConfidence
+    from pointmamba.research.calibrate_confidence import summarize
+
+    lost = ("lost_end", "7.0 mm of tooth-like surface behind 16 left as gingiva")
+    sure = [ToothConfidence(fdi, k + 1, 0.95, fdi + 1, 0.05, 100) for k, fdi in enumerate((11, 12, 13))]
+    doubted = [ToothConfidence(fdi, k + 1, 0.99 * 0.89, fdi + 1, 0.01, 100, posterior=0.99) for k, fdi in enumerate((21, 22))]
+
+    def record(name, teeth, wrong, findings):
+        rows = [{"scan": name, "fdi": t.fdi, "wrong": w, "confidence": t.confidence, "posterior": t.number_posterior}
+                for t, w in zip(teeth, wrong)]
+        return {"name": name, "teeth": rows, "wrong": any(wrong), "missed": [], "jaw": "upper", "aligned": None,
+                "confidence": ScanConfidence(teeth, findings), "instances": np.repeat(np.arange(1, len(teeth) + 1), 100),
+                "arch_findings": findings}
+
+    scans = [record("a", sure, [False] * 3, []), record("b", doubted, [True, False], [lost])]
+    report = summarize(scans, ReviewRules(), bins=10)
+    assert report["ranking_auc_posterior"] == pytest.approx(0.125)
+    assert report["ranking_auc"] == pytest.approx(0.875)

@@ -124,6 +124,14 @@ def _table(scans: list[dict[str, Any]], rules: Any, whole_arch: bool = True) -> 
     return rows
 
 
+def _ranking_auc(conf: Any, right: Any) -> float | None:
+    """How often a wrong tooth has a lower value than a right one (ties half; 0.5: no better than chance)."""
+    wrong_c, right_c = conf[~right][:, None], conf[right][None, :]
+    if not (wrong_c.size and right_c.size):
+        return None
+    return float((wrong_c < right_c).mean() + 0.5 * (wrong_c == right_c).mean())
+
+
 def summarize(scans: list[dict[str, Any]], rules: Any, bins: int) -> dict[str, Any]:
     """The scan table at ``rules``, the sweep over ``review_below``, findings by kind, tooth reliability."""
     import numpy as np
@@ -147,12 +155,9 @@ def summarize(scans: list[dict[str, Any]], rules: Any, bins: int) -> dict[str, A
     sweep = [{"review_below": x, **{f"{side}_{key}": v for side, row in _table(scans, replace(rules, review_below=x)).items()
                                     for key, v in row.items()}} for x in SWEEP]
     no_geometry = replace(rules, wide=np.inf, narrow=0.0, room=np.inf, touch=0.0)
-    wrong_c, right_c = conf[~right][:, None], conf[right][None, :]
-    # how often a wrong tooth has a lower confidence than a right one (0.5: no better than chance)
-    ranking = None
-    if wrong_c.size and right_c.size:
-        ranking = float((wrong_c < right_c).mean() + 0.5 * (wrong_c == right_c).mean())
-    return {"rules": rules.__dict__, "table": _table(scans, rules), "sweep": sweep, "ranking_auc": ranking,
+    posterior = np.array([t.get("posterior", t["confidence"]) for t in teeth])
+    return {"rules": rules.__dict__, "table": _table(scans, rules), "sweep": sweep,
+            "ranking_auc": _ranking_auc(conf, right), "ranking_auc_posterior": _ranking_auc(posterior, right),
             "confidence_only": _table(scans, no_geometry, whole_arch=False), "findings": kinds, "reliability": reliability,
             "teeth": {"count": len(teeth), "wrong": int((~right).sum())},
             "scans": {"count": len(scans), "wrong": sum(s["wrong"] for s in scans),
@@ -200,7 +205,8 @@ def write_outputs(out: Path, scans: list[dict[str, Any]], report: dict[str, Any]
     lines += [f"| {k} | {v['scans']} | {v['wrong_scans']} |" for k, v in report["findings"].items()]
     lines += ["", "## Tooth confidence: reliability (`reliability.png`)", "",
               f"A wrong tooth has a lower confidence than a right one in {_num(report['ranking_auc'])} of all "
-              "(wrong, right) pairs (AUC; 0.5 = no better than chance).", "",
+              "(wrong, right) pairs (AUC; 0.5 = no better than chance); by the numbers' posteriors alone, before "
+              f"a flagged scan's teeth were lowered (`infer.flagged_confidence_scale`), {_num(report['ranking_auc_posterior'])}.", "",
               "| confidence | teeth | mean confidence | fraction right |", "|---|---|---|---|"]
     lines += [f"| {r['bin']} | {r['teeth']} | {_num(r['mean_confidence'])} | {_num(r['fraction_right'])} |"
               for r in report["reliability"]]

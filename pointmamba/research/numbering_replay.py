@@ -127,6 +127,7 @@ def _replay(args: argparse.Namespace) -> None:
     from pointmamba.data import fdi_to_class
     from pointmamba.evaluation.metrics import ConfusionMatrix
     from pointmamba.evaluation.removal_check import removal, removal_rows, removal_summary, tooth_numbers
+    from pointmamba.evaluation.scan_summary import KEPT_MIOU
     from pointmamba.utils.atomic_file import write_csv
 
     cache, out = Path(args.cache), Path(args.out)
@@ -156,8 +157,8 @@ def _replay(args: argparse.Namespace) -> None:
     miou = np.array([r["miou"] for r in rows])
     flagged = np.array([bool(r["review"]) for r in rows])
     scans = {"scans": len(rows), "mean": float(miou.mean()), "p10": float(np.percentile(miou, 10)),
-             "kept": int((miou >= 0.8).sum()), "below_flagged": int((flagged & (miou < 0.8)).sum()),
-             "below": int((miou < 0.8).sum()), "kept_flagged": int((flagged & (miou >= 0.8)).sum())
+             "kept": int((miou >= KEPT_MIOU).sum()), "below_flagged": int((flagged & (miou < KEPT_MIOU)).sum()),
+             "below": int((miou < KEPT_MIOU).sum()), "kept_flagged": int((flagged & (miou >= KEPT_MIOU)).sum())
              } if rows else {"scans": 0}
     summary = removal_summary(removals) if removals else None
     table = ("| scans | mean | 10th pct | kept (>= 0.80) | flagged: below 0.80 / kept | removals changing another tooth |"

@@ -138,8 +138,8 @@ class MissingTeeth:
 
 
 def arch_order(fdi: np.ndarray) -> np.ndarray:
-    """Each FDI tooth number's place along the arch, from the back of the -x side (quadrants 1 and 4,
-    the patient's right) through the midline to the back of the other (``-8 .. -1, 1 .. 8``)."""
+    """Each FDI tooth number's place along the arch: ``-8 .. -1`` on the patient's right (quadrants 1, 4 and
+    their primary 5, 8), ``1 .. 8`` on the left, so sorting by it walks the arch from one end to the other."""
     fdi = np.asarray(fdi)
     quadrant, position = fdi // 10, fdi % 10
     return np.where(np.isin(quadrant, (1, 4, 5, 8)), -position, position)

@@ -149,20 +149,26 @@ def partial_arch(coord: np.ndarray, labels: np.ndarray, min_teeth: int,
                  rng: np.random.Generator) -> np.ndarray | None:
     """Which points a partial scan of this arch keeps (bool (N,)), or None when the arch holds fewer than
     ``min_teeth + 1`` teeth: a run of consecutive teeth along the arch (its length uniform in
-    ``min_teeth .. teeth - 1``, its start uniform), and every gingiva point whose nearest tooth point is
-    one of them. ``labels`` are FDI numbers (0 gingiva)."""
-    from scipy.spatial import cKDTree
-
+    ``min_teeth .. teeth - 1``, its start uniform) and the gingiva nearest them (:func:`around_teeth`).
+    ``labels`` are FDI numbers (0 gingiva)."""
     teeth = np.unique(labels[labels > 0])
     if len(teeth) < min_teeth + 1:
         return None
     teeth = teeth[np.argsort(arch_order(teeth), kind="stable")]
     length = int(rng.integers(min_teeth, len(teeth)))
     start = int(rng.integers(0, len(teeth) - length + 1))
-    run = teeth[start:start + length]
+    return around_teeth(coord, labels, teeth[start:start + length])
+
+
+def around_teeth(coord: np.ndarray, labels: np.ndarray, teeth: np.ndarray) -> np.ndarray:
+    """The points (bool (N,)) of ``teeth`` (FDI numbers) and every gingiva point whose nearest tooth point
+    is one of theirs: the arch as a scan of those teeth alone would hold it. ``labels`` FDI (0 gingiva),
+    with at least one tooth point."""
+    from scipy.spatial import cKDTree
+
     tooth = np.flatnonzero(labels > 0)
     nearest = labels[tooth][cKDTree(coord[tooth]).query(coord, k=1)[1]]
-    return np.isin(nearest, run)
+    return np.isin(nearest, teeth)
 
 
 def close_space(coord: np.ndarray, normal: np.ndarray, labels: np.ndarray, tooth: int,

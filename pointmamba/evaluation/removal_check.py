@@ -46,7 +46,7 @@ def without_tooth(scan: Any, tooth: int | list[int], mode: str = "delete") -> An
         raise ValueError(f"removal mode 'close' closes one tooth's space at a time, got {len(teeth)} teeth")
     gone = np.isin(scan.labels, teeth)
     if mode == "delete":
-        return _kept(scan.vertices, scan.faces, scan.labels, ~gone, scan)
+        return kept_scan(scan.vertices, scan.faces, scan.labels, ~gone, scan)
     transform = preprocess_scan(scan)["transform"]
     canonical = apply_transform(scan.vertices.astype(np.float64), transform)
     normals = apply_transform(scan.vertex_normals(), transform, direction=True)
@@ -57,10 +57,10 @@ def without_tooth(scan: Any, tooth: int | list[int], mode: str = "delete") -> An
     if mode == "close":
         canonical, _, keep = close_space(canonical, normals, scan.labels, int(teeth[0]), 1.0)
     vertices = apply_transform(canonical, np.linalg.inv(transform))
-    return _kept(vertices, scan.faces, np.where(gone, 0, scan.labels), keep, scan)
+    return kept_scan(vertices, scan.faces, np.where(gone, 0, scan.labels), keep, scan)
 
 
-def _kept(vertices: np.ndarray, faces: np.ndarray, labels: np.ndarray, keep: np.ndarray, scan: Any) -> Any:
+def kept_scan(vertices: np.ndarray, faces: np.ndarray, labels: np.ndarray, keep: np.ndarray, scan: Any) -> Any:
     """A scan of the ``keep`` vertices and the faces between them, named and jawed as ``scan``."""
     from ..data import Scan
 

@@ -1,0 +1,99 @@
+"""Partial scans of a labelled arch (one side, the other side, the front teeth): which teeth each keeps,
+the mesh it makes, the summary's figures, and a real arch cut and segmented by the shipped model."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pointmamba.data import load_scan
+from pointmamba.evaluation.partial_scans import (PARTIAL_VARIANTS, PartialResult, partial_scan, partial_summary,
+                                                 score_partial, variant_teeth)
+
+SAMPLES = Path(__file__).resolve().parents[1] / "data" / "samples"
+
+
+@pytest.fixture(scope="module")
+def scan():
+    return load_scan(SAMPLES / "MSN022" / "MSN022_upper.obj")
+
+
+def test_variant_teeth_by_jaw() -> None:
+    upper = np.array([0, 11, 12, 13, 14, 15, 16, 17, 21, 22, 23, 24, 25, 26, 27, 28])
+    assert variant_teeth(upper, "upper", "side_right").tolist() == [11, 12, 13, 14, 15, 16, 17, 21]
+    assert variant_teeth(upper, "upper", "side_left").tolist() == [11, 21, 22, 23, 24, 25, 26, 27, 28]
+    assert variant_teeth(upper, "upper", "front").tolist() == [11, 12, 13, 14, 21, 22, 23, 24]
+    lower = upper + np.where(upper > 0, 20, 0)  # 31.. on the left, 41.. on the right
+    assert variant_teeth(lower, "lower", "side_right").tolist() == [31, 41, 42, 43, 44, 45, 46, 47, 48]
+    with pytest.raises(ValueError, match="variant must be one of"):
+        variant_teeth(upper, "upper", "quadrant")
+    with pytest.raises(ValueError, match="needs the jaw"):
+        variant_teeth(upper, None, "front")
+
+
+def test_partial_scan_is_the_teeth_and_their_gingiva(scan) -> None:
+    from scipy.spatial import cKDTree
+
+    for variant in PARTIAL_VARIANTS:
+        part = partial_scan(scan, variant)
+        want = variant_teeth(scan.labels, scan.jaw, variant)
+        assert np.unique(part.labels[part.labels > 0]).tolist() == want.tolist()
+        assert part.jaw == scan.jaw and part.id_patient == scan.id_patient
+        # every vertex of the kept teeth, and no other tooth's
+        for t in want:
+            assert (part.labels == t).sum() == (scan.labels == t).sum()
+        # its faces are the scan's faces between kept vertices, renumbered
+        assert part.faces.max() < part.num_vertices and part.num_faces > 0
+        tree = cKDTree(scan.vertices)
+        d, idx = tree.query(part.vertices)
+        assert d.max() == 0 and (scan.labels[idx] == part.labels).all()
+        original = {tuple(sorted(f)) for f in idx[part.faces].tolist()}
+        assert original <= {tuple(sorted(f)) for f in scan.faces.tolist()}
+        # the gingiva kept is the gingiva whose nearest tooth vertex (in the whole scan) is a kept tooth's
+        teeth = scan.labels > 0
+        nearest = scan.labels[teeth][cKDTree(scan.vertices[teeth]).query(scan.vertices)[1]]
+        gum_kept = (scan.labels == 0) & np.isin(nearest, want)
+        assert 0 < gum_kept.sum() < (scan.labels == 0).sum() and (part.labels == 0).sum() == gum_kept.sum()
+    few = load_scan(SAMPLES / "MSN022" / "MSN022_upper.obj")
+    few.labels = np.where(np.isin(few.labels, [11, 21, 22]), few.labels, 0)
+    assert partial_scan(few, "side_right") is None and partial_scan(few, "side_left") is not None  # 11 + 21: too few
+
+
+def test_summary_figures() -> None:
+    rows = [PartialResult("a", "front", 10, 4, m, 0.9, flag, "", {}) for m, flag in
+            ((0.95, False), (0.9, True), (0.5, True), (0.3, False))]
+    s = partial_summary(rows)
+    assert set(s) == {"all", "front"} and s["all"] == s["front"]
+    e = s["all"]
+    assert e["scans"] == 4 and e["mean"] == pytest.approx(0.6625) and e["kept"] == 0.5 and e["flagged"] == 0.5
+    assert e["below_kept"] == 2 and e["below_kept_flagged"] == 1 and e["kept_flagged"] == 1
+    assert e["p10"] == pytest.approx(np.percentile([0.95, 0.9, 0.5, 0.3], 10))
+    assert partial_summary([]) == {}
+
+
+def test_a_real_partial_scan_through_the_shipped_model(scan) -> None:
+    import torch
+
+    from pointmamba.checkpoints.shipped import resolve_checkpoint
+    from pointmamba.evaluation.metrics import ConfusionMatrix
+    from pointmamba.data import fdi_to_class
+    from pointmamba.inference.pipeline import load_trained, segment_scan
+
+    model, cfg = load_trained(resolve_checkpoint(None), torch.device("cpu"))
+    part = partial_scan(scan, "front")
+    seen = []
+
+    def predict(s):
+        seen.append(s)
+        return segment_scan(model, s, cfg, torch.device("cpu"))
+
+    r = score_partial(scan.name, "front", part, predict, cfg["data"]["num_classes"])
+    assert seen == [part] and r.vertices == part.num_vertices and r.teeth == 8
+    pred = segment_scan(model, part, cfg, torch.device("cpu"))
+    cm = ConfusionMatrix(cfg["data"]["num_classes"]).update(pred.classes, fdi_to_class(part.labels, "upper", 17))
+    assert r.miou == pytest.approx(cm.miou()) and 0.0 <= r.miou <= 1.0
+    for t, p in r.wrong.items():  # each wrong tooth: most of its vertices carry another number
+        vals, counts = np.unique(pred.fdi[part.labels == t], return_counts=True)
+        assert vals[counts.argmax()] == p != t
+    assert isinstance(r.review, bool)

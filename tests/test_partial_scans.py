@@ -97,3 +97,36 @@ def test_a_real_partial_scan_through_the_shipped_model(scan) -> None:
         vals, counts = np.unique(pred.fdi[part.labels == t], return_counts=True)
         assert vals[counts.argmax()] == p != t
     assert isinstance(r.review, bool)
+
+
+def test_the_study_tool_on_a_sample_arch(tmp_path) -> None:
+    """``python -m pointmamba.research.partial_scans`` on a sample with the shipped model: one row per variant,
+    the summary's counts from those rows; a split scan without labels is a one-line error naming it."""
+    import csv
+    import json
+    import shutil
+
+    from support.tools import run_tool
+
+    config = Path(__file__).resolve().parents[1] / "configs" / "shared_data_recipe_all.yaml"  # the shipped model's
+    args = ("--config", config, "--split", "val", "--no-progress", "--set", f"data.root={SAMPLES}",
+            "data.position_label_roots=[]", "data.val_names=[MSN021_lower]")
+    code, out, err = run_tool("partial_scans", *args, "--out", tmp_path / "p")
+    assert code == 0, err[-2000:]
+    with open(tmp_path / "p" / "partial_scans.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert [(r["scan"], r["variant"]) for r in rows] == [("MSN021_lower", v) for v in PARTIAL_VARIANTS]
+    assert [int(r["teeth"]) for r in rows] == [8, 8, 8]
+    summary = json.loads((tmp_path / "p" / "partial_scans.json").read_text())["summary"]
+    assert summary["all"]["scans"] == 3
+    assert summary["all"]["mean"] == pytest.approx(np.mean([float(r["miou"]) for r in rows]))
+    assert summary["all"]["below_kept"] == sum(float(r["miou"]) < 0.8 for r in rows)
+    assert "| front | 1 |" in out
+
+    bare = tmp_path / "bare" / "MSN021"
+    bare.mkdir(parents=True)
+    shutil.copy(SAMPLES / "MSN021" / "MSN021_lower.obj", bare)
+    code, out, err = run_tool("partial_scans", *args[:-3], f"data.root={tmp_path / 'bare'}", "data.position_label_roots=[]",
+                              "data.val_names=[MSN021_lower]", "--out", tmp_path / "q")
+    assert code != 0 and "MSN021_lower.obj" in err and "label" in err
+    assert not (tmp_path / "q").exists()

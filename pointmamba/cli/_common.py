@@ -82,12 +82,34 @@ class EvalRun:
     model: Any
     dataset: Any
 
+    def labelled_scans(self, desc: str) -> Any:
+        """Each scan of the split, loaded, with a progress bar named ``desc``; ValueError naming the file for
+        a scan without labels (a study scores against them)."""
+        from tqdm import tqdm
+
+        from pointmamba.data import load_scan
+
+        for path in tqdm(self.dataset.paths, desc=desc):
+            scan = load_scan(path)
+            if scan.labels is None:
+                raise ValueError(f"{path}: no label file beside the mesh: this study scores against the labels")
+            yield scan
+
     def provenance(self, **before_infer: Any) -> dict[str, Any]:
         """The keys a result JSON opens with (which networks, split and inference switches produced it);
         ``before_infer`` (removal_check's ``mode``) goes between ``split`` and ``infer``, where it always
         stood, so the files keep their key order."""
         return {"checkpoint": str(self.checkpoint), "average_with": [str(p) for p in self.average_with],
                 "split": self.split, **before_infer, "infer": self.cfg.get("infer")}
+
+
+def open_study(doc: str | None) -> "EvalRun":
+    """The opening of a study tool that takes only the config and study arguments (partial_scans,
+    dropped_teeth_check): its command line (``doc`` the help text) parsed and the run opened."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_config_args(parser)
+    add_study_args(parser)
+    return open_eval_run(parse_args(parser))
 
 
 def open_eval_run(args: argparse.Namespace, default_out: str | None = None) -> EvalRun:

@@ -15,9 +15,7 @@ per case), DIR/dropped_teeth_check.json and DIR/summary.md.
 """
 from __future__ import annotations
 
-import argparse
-
-from ..cli._common import add_config_args, add_study_args, open_eval_run, parse_args, run_main, write_study
+from ..cli._common import open_study, run_main, write_study
 
 
 def _cases(labels, jaw: str) -> list[tuple[int, str]]:
@@ -38,28 +36,20 @@ def _cases(labels, jaw: str) -> list[tuple[int, str]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_config_args(parser)
-    add_study_args(parser)
-    args = parse_args(parser)
+    run = open_study(__doc__)
 
     import numpy as np
-    from tqdm import tqdm
 
     from pointmamba.utils.atomic_file import write_csv
     from pointmamba.cli.output_files import make_out_dir
-    from pointmamba.data import class_to_fdi, load_scan
+    from pointmamba.data import class_to_fdi
     from pointmamba.data.mesh import vertex_areas
     from pointmamba.inference.pipeline import _cut, _number, jaw_probabilities, scan_probabilities
 
-    run = open_eval_run(args)
     model, cfg, device, out = run.model, run.cfg, run.device, run.out
     num_classes = cfg["data"]["num_classes"]
     rows = []
-    for path in tqdm(run.dataset.paths, desc="dropped teeth"):
-        scan = load_scan(path)
-        if scan.labels is None:
-            continue
+    for scan in run.labelled_scans("dropped teeth"):
         ref = scan.labels.astype(np.int64)
         options, probs, aligned, normals = scan_probabilities(model, scan, cfg, device)
         probs = jaw_probabilities(probs, num_classes, scan.jaw)

@@ -10,32 +10,20 @@ row per partial scan), DIR/partial_scans.json and DIR/summary.md.
 """
 from __future__ import annotations
 
-import argparse
-
-from ..cli._common import add_config_args, add_study_args, open_eval_run, parse_args, run_main, write_study
+from ..cli._common import open_study, run_main, write_study
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_config_args(parser)
-    add_study_args(parser)
-    args = parse_args(parser)
-
-    from tqdm import tqdm
+    run = open_study(__doc__)
 
     from pointmamba.cli.output_files import make_out_dir
-    from pointmamba.data import load_scan
     from pointmamba.evaluation.partial_scans import PARTIAL_VARIANTS, partial_scan, partial_summary, score_partial
     from pointmamba.inference.pipeline import segment_scan
     from pointmamba.utils.atomic_file import write_csv
 
-    run = open_eval_run(args)
     model, cfg, device, out = run.model, run.cfg, run.device, run.out
     results = []
-    for path in tqdm(run.dataset.paths, desc="partial scans"):
-        scan = load_scan(path)
-        if scan.labels is None:
-            raise ValueError(f"{path}: no label file beside the mesh: partial scans are scored against it")
+    for scan in run.labelled_scans("partial scans"):
         for variant in PARTIAL_VARIANTS:
             part = partial_scan(scan, variant)
             if part is not None:

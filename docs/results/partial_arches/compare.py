@@ -1,6 +1,6 @@
 """The rule's table (log.md, pre-registration): baseline pair against the candidate pair, per split.
 
-    python docs/results/partial_arches/compare.py A B     # the splits whose candidate_<S>/ is complete
+    python docs/results/partial_arches/compare.py [--candidate candidate2] A B   # splits whose <candidate>_<S>/ is complete
 """
 import csv
 import json
@@ -13,8 +13,12 @@ HERE = Path(__file__).resolve().parent
 FLAG = HERE.parent / "review_flag"
 BASE = {"test": FLAG / "touching_nu/nu10/pair_{s}/per_scan.csv", "removal": FLAG / "touching_nu/nu10/removal_{s}/removal_check.json",
         "confidence": FLAG / "flagged_scale/scale_0.89/confidence_{s}/calibration.json", "partial": HERE / "baseline_{s}/partial_scans.json"}
-CAND = {"test": HERE / "candidate_{s}/test/per_scan.csv", "removal": HERE / "candidate_{s}/removal/removal_check.json",
-        "confidence": HERE / "candidate_{s}/confidence/calibration.json", "partial": HERE / "candidate_{s}/partial/partial_scans.json"}
+args = sys.argv[1:]
+name = "candidate"
+if args[:1] == ["--candidate"]:
+    name, args = args[1], args[2:]
+CAND = {"test": HERE / (name + "_{s}/test/per_scan.csv"), "removal": HERE / (name + "_{s}/removal/removal_check.json"),
+        "confidence": HERE / (name + "_{s}/confidence/calibration.json"), "partial": HERE / (name + "_{s}/partial/partial_scans.json")}
 
 
 def figures(files, s):
@@ -44,7 +48,7 @@ print("| split | pair | mean | p10 | kept | flag recall | false alarms | removal
       "| pattern, given | tooth AUC | partial: all / one side / front |")
 print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 verdict = {}
-for s in sys.argv[1:]:
+for s in args:
     b, c = figures(BASE, s), figures(CAND, s)
     for name, f in (("baseline", b), ("candidate", c)):
         print(f"| {s} | {name} | {f['mean']:.4f} | {f['p10']:.3f} | {f['kept']} of {f['n']} | {f['recall']} | {f['alarms']} | "

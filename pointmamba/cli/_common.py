@@ -10,7 +10,7 @@ import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from pointmamba.utils.atomic_file import DiskFullError
 from pointmamba.utils.cpu_runtime import tune_cpu_runtime
@@ -82,7 +82,7 @@ class EvalRun:
     model: Any
     dataset: Any
 
-    def labelled_scans(self, desc: str) -> Any:
+    def labelled_scans(self, desc: str) -> Iterator[Any]:
         """Each scan of the split, loaded, with a progress bar named ``desc``; ValueError naming the file for
         a scan without labels (a study scores against them)."""
         from tqdm import tqdm

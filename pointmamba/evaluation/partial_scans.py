@@ -95,16 +95,13 @@ def score_partial(name: str, variant: str, part: Any, predict: Callable[[Any], A
 def partial_summary(results: list[PartialResult]) -> dict[str, Any]:
     """Per variant and over all: scans, mean / 10th percentile / kept (>= 0.80) of the per-scan mIoU, the share
     flagged, and flag recall on the scans below 0.80."""
-    from .scan_summary import KEPT_MIOU
+    from .scan_summary import kept_and_flagged
 
     def one(rs: list[PartialResult]) -> dict[str, Any]:
-        m = np.array([r.miou for r in rs])
-        low = [r for r in rs if r.miou < KEPT_MIOU]
-        high = [r for r in rs if r.miou >= KEPT_MIOU]
-        return {"scans": len(rs), "mean": float(m.mean()), "p10": float(np.percentile(m, 10)),
-                "kept": float((m >= KEPT_MIOU).mean()), "flagged": float(np.mean([r.review for r in rs])),
-                "below_kept": len(low), "below_kept_flagged": sum(r.review for r in low),
-                "kept_flagged": sum(r.review for r in high)}
+        f = kept_and_flagged([r.miou for r in rs], [r.review for r in rs])
+        return {"scans": f["scans"], "mean": f["mean"], "p10": f["p10"], "kept": f["kept"] / f["scans"],
+                "flagged": float(np.mean([r.review for r in rs])), "below_kept": f["below"],
+                "below_kept_flagged": f["below_flagged"], "kept_flagged": f["kept_flagged"]}
 
     out = {"all": one(results)} if results else {}
     for v in PARTIAL_VARIANTS:

@@ -83,6 +83,17 @@ def summarize(rows: Sequence[dict[str, Any]], confusion: Sequence[ConfusionMatri
     return out
 
 
+def kept_and_flagged(miou: np.ndarray, review: np.ndarray) -> dict[str, Any]:
+    """A set of scans' per-scan mIoU figures with the review flag's counts: ``scans``, ``mean``, ``p10``,
+    ``kept`` (how many at >= :data:`KEPT_MIOU`), ``below_flagged`` of the ``below`` ones flagged and
+    ``kept_flagged`` of the kept ones. ``miou`` and ``review`` (bool) one per scan, at least one."""
+    miou, review = np.asarray(miou, dtype=np.float64), np.asarray(review, dtype=bool)
+    below = miou < KEPT_MIOU
+    return {"scans": len(miou), "mean": float(miou.mean()), "p10": float(np.percentile(miou, 10)),
+            "kept": int((~below).sum()), "below_flagged": int((review & below).sum()), "below": int(below.sum()),
+            "kept_flagged": int((review & ~below).sum())}
+
+
 def summary_table(summary: dict[str, dict[str, Any]]) -> str:
     """The summary as a markdown table."""
     flags = any("flagged" in e for e in summary.values())

@@ -127,7 +127,7 @@ def _replay(args: argparse.Namespace) -> None:
     from pointmamba.data import fdi_to_class
     from pointmamba.evaluation.metrics import ConfusionMatrix
     from pointmamba.evaluation.removal_check import removal, removal_rows, removal_summary, tooth_numbers
-    from pointmamba.evaluation.scan_summary import KEPT_MIOU
+    from pointmamba.evaluation.scan_summary import kept_and_flagged
     from pointmamba.utils.atomic_file import write_csv
 
     cache, out = Path(args.cache), Path(args.out)
@@ -154,12 +154,7 @@ def _replay(args: argparse.Namespace) -> None:
     make_out_dir(out)
     write_csv(out / "per_scan.csv", rows)
     write_csv(out / "removals.csv", removal_rows(removals))
-    miou = np.array([r["miou"] for r in rows])
-    flagged = np.array([bool(r["review"]) for r in rows])
-    scans = {"scans": len(rows), "mean": float(miou.mean()), "p10": float(np.percentile(miou, 10)),
-             "kept": int((miou >= KEPT_MIOU).sum()), "below_flagged": int((flagged & (miou < KEPT_MIOU)).sum()),
-             "below": int((miou < KEPT_MIOU).sum()), "kept_flagged": int((flagged & (miou >= KEPT_MIOU)).sum())
-             } if rows else {"scans": 0}
+    scans = kept_and_flagged([r["miou"] for r in rows], [bool(r["review"]) for r in rows]) if rows else {"scans": 0}
     summary = removal_summary(removals) if removals else None
     table = ("| scans | mean | 10th pct | kept (>= 0.80) | flagged: below 0.80 / kept | removals changing another tooth |"
              "\n|---|---|---|---|---|---|\n"

@@ -128,6 +128,11 @@ RETIRED: dict[str, str] = {
                                      "removal check worse); its code is at commit b858172 (docs/results/review_flag)",
     "infer.unpair_packed": "retired at once: it failed its rule held out (split A mean -0.002, IOS004_upper and "
                            "IOS068_lower -0.03 each); its code is at commit 7ccbc90 (docs/results/review_flag)",
+    "data.missing_teeth.partial": "retired at once: cutting training arches to partial scans (0.3, both networks "
+    "or the no-coordinates one) failed its rule on split B (removal check), and 0.15 in the no-coordinates one on "
+    "split A (mean, kept); code at commits e87edab and 34fd348 (docs/results/partial_arches)",
+    "data.missing_teeth.partial_min_teeth": "retired at once: went with data.missing_teeth.partial (commit e87edab, "
+    "docs/results/partial_arches)",
     "infer.numbering_unnumbered_cost": "retired at once: 4.65 and 2.3 failed their rule held out (split A's "
                                        "removal check 7.3 -> 6.7 / 6.4 %, 1 point asked, teeth changed 29 -> "
                                        "40 / 39); its code is at commit 397a94d (docs/results/review_flag)",
@@ -155,6 +160,8 @@ _RETIRED_INERT: dict[str, tuple[Any, ...]] = {
     "infer.dispute_confidence": (False,),
     "infer.numbering_missing_floor": (0.05,),
     "infer.unpair_packed": (False,),
+    "data.missing_teeth.partial": (0, 0.0),
+    "data.missing_teeth.partial_min_teeth": (3,),
     "infer.numbering_unnumbered_cost": (0, 0.0),
     "train.distill_from": (None,),
     # train.distill_weight and train.distill_temperature: any value without a teacher, none with one (_inert)

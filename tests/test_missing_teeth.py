@@ -124,73 +124,8 @@ def test_complete_arch_rule() -> None:
     assert arch_is_complete(np.append(full, 18), "upper")
 
 
-def test_partial_arch_keeps_a_run_of_neighbouring_teeth_and_the_gingiva_nearest_them(arch: dict[str, np.ndarray]) -> None:
-    from scipy.spatial import cKDTree
-
-    from pointmamba.data.missing_teeth import arch_order
-
-    coord, normal, labels = _canonical(arch)
-    teeth = np.unique(labels[labels > 0])
-    order = sorted(teeth.tolist(), key=lambda t: arch_order(np.array([t]))[0])
-    assert order[:2] == [17, 16] and order[6:8] == [11, 21] and order[-1] == 27  # one end to the other
-    aug = MissingTeeth({"p": 0.0, "edentulous": 0.0, "partial": 1.0, "partial_min_teeth": 3})
-    lengths, midline = set(), 0
-    for seed in range(12):
-        out_c, out_n, out_l = aug(coord, normal, labels, np.random.default_rng(seed))
-        run = np.unique(out_l[out_l > 0]).tolist()
-        at = sorted(order.index(t) for t in run)
-        assert 3 <= len(run) < len(teeth) and at == list(range(min(at), max(at) + 1)), run  # neighbours along the arch
-        lengths.add(len(run))
-        midline += {11, 21} <= set(run)
-        np.testing.assert_allclose(out_c.mean(0), 0.0, atol=1e-9)  # centred again, as a partial scan is
-        # every point the run holds, nothing else: each kept gingiva point's nearest tooth point is the run's
-        tooth = labels > 0
-        nearest = labels[tooth][cKDTree(coord[tooth]).query(coord)[1]]
-        assert len(out_c) == int(np.isin(nearest, run).sum())
-        kept = np.isin(nearest, run)
-        np.testing.assert_array_equal(out_l, labels[kept])
-        np.testing.assert_allclose(out_c, coord[kept] - coord[kept].mean(0))
-        np.testing.assert_array_equal(out_n, normal[kept])
-    assert len(lengths) >= 4 and 0 < midline < 12  # runs of many lengths, some across the midline, some not
-
-
-def test_partial_off_draws_nothing_and_few_teeth_stay_whole(arch: dict[str, np.ndarray]) -> None:
-    coord, normal, labels = _canonical(arch)
-    streams = []
-    for config in ({"p": 1.0}, {"p": 1.0, "partial": 0.0}):
-        rng = np.random.default_rng(7)
-        streams.append((MissingTeeth(config)(coord, normal, labels, rng), rng.random()))
-    for a, b in zip(streams[0][0], streams[1][0]):
-        np.testing.assert_array_equal(a, b)
-    assert streams[0][1] == streams[1][1]  # the generator is where it was: later draws unchanged
-    three = np.where(np.isin(labels, [0, 11, 21, 22]), labels, 0)  # an arch of three teeth
-    out = MissingTeeth({"p": 0.0, "edentulous": 0.0, "partial": 1.0, "partial_min_teeth": 3})(
-        coord, normal, three, np.random.default_rng(0))
-    np.testing.assert_array_equal(out[0], coord)  # a run of three would be the whole arch: nothing cut
-
-
-def test_partial_arches_through_the_config_and_dataset(tmp_path: Path) -> None:
-    from pointmamba.training.data_builders import build_dataset
-
-    cfg = load_config(None, [f"data.root={SAMPLES}", "data.train_split=all", "data.val_names=[MSN021]",
-                             "data.missing_teeth.partial=1.0", "data.missing_teeth.p=0.0",
-                             "data.missing_teeth.edentulous=0.0", f"data.cache_dir={tmp_path}"])
-    train = build_dataset(cfg, "train", train=True)
-    assert train.missing_teeth.partial == 1.0 and train.missing_teeth.max_teeth == 3  # the other keys: defaults
-    i = train.names.index("MSN022_upper")
-    item = train[i]
-    whole = np.unique(fdi_classes(train, i))
-    kept = np.unique(item["vertex_segment"])
-    assert 0 in kept and 3 <= len(kept) - 1 < len(whole) - 1
-    assert item["num_vertices"] < len(fdi_classes(train, i))
-    np.testing.assert_allclose(item["coord"].mean(0), 0.0, atol=2.0)  # the cut arch is centred (then augmented)
-
-
 @pytest.mark.parametrize("value, message", [("{p: 2.0}", "probability"), ("{max_teeth: 0}", "max_teeth"),
-                                            ("{nope: 1}", "nope"), ("{flatten: 1.5}", "probability"), ("maybe", "true, false or a mapping"),
-                                            ("{partial: 1.5}", "partial is a probability"),
-                                            ("{partial_min_teeth: 0}", "partial_min_teeth"),
-                                            ("{partial_min_teeth: 2.5}", "partial_min_teeth")])
+                                            ("{nope: 1}", "nope"), ("{flatten: 1.5}", "probability"), ("maybe", "true, false or a mapping")])
 def test_config_errors_name_the_key(value: str, message: str) -> None:
     with pytest.raises(ConfigError, match=f"data.missing_teeth.*{message}|{message}.*data.missing_teeth"):
         load_config(None, [f"data.missing_teeth={value}"])

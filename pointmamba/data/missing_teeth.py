@@ -16,11 +16,6 @@ A removed tooth is
 With probability ``edentulous`` an arch loses all but 0-3 of its teeth (a nearly edentulous arch must
 come back with no teeth or the few it has, not with teeth invented along the ridge).
 
-With probability ``partial`` an arch is then cut to a partial scan (:func:`partial_arch`): a run of
-consecutive teeth along the arch with the gingiva nearest them, centred again, as a quadrant or
-front-teeth scan looks. A run that does not hold the midline leaves the network no incisor to count from,
-only each tooth's shape and its neighbours'.
-
 Only for labels that are tooth identities: on an arch labelled by position along the arch, a removed
 tooth would leave the numbers behind it wrong (see ``data.position_label_roots``).
 """
@@ -40,8 +35,6 @@ DEFAULT_MISSING_TEETH: dict[str, Any] = {
     "edentulous": 0.03,  # probability that an arch keeps only 0-3 of its teeth (all flattened)
     "ridge_drop_mm": 1.0,  # a flattened tooth sits up to this much below the gingiva around it (uniform)
     "neighbours": 8,  # gingiva vertices interpolated per flattened point
-    "partial": 0.0,  # probability that an arch is then cut to a run of consecutive teeth (0: never)
-    "partial_min_teeth": 3,  # the fewest teeth such a run holds
 }
 
 
@@ -64,16 +57,11 @@ class MissingTeeth:
         if int(c["max_teeth"]) < 1 or int(c["neighbours"]) < 1:
             raise ValueError(f"MissingTeeth: max_teeth and neighbours must be >= 1, got {c['max_teeth']}, "
                              f"{c['neighbours']}")
-        if not 0.0 <= float(c["partial"]) <= 1.0:
-            raise ValueError(f"MissingTeeth: partial is a probability in [0, 1], got {c['partial']!r}")
-        if int(c["partial_min_teeth"]) != c["partial_min_teeth"] or int(c["partial_min_teeth"]) < 1:
-            raise ValueError(f"MissingTeeth: partial_min_teeth must be an integer >= 1, got {c['partial_min_teeth']!r}")
         if not 0.0 <= float(c["ridge_drop_mm"]) <= 10.0:
             raise ValueError(f"MissingTeeth: ridge_drop_mm must be in [0, 10], got {c['ridge_drop_mm']!r}")
         self.p, self.max_teeth, self.flatten = float(c["p"]), int(c["max_teeth"]), float(c["flatten"])
         self.edentulous, self.ridge_drop = float(c["edentulous"]), float(c["ridge_drop_mm"])
         self.neighbours = int(c["neighbours"])
-        self.partial, self.partial_min_teeth = float(c["partial"]), int(c["partial_min_teeth"])
 
     def choose(self, teeth: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         """(teeth to remove, whether each is flattened) for an arch holding ``teeth`` (FDI numbers)."""
@@ -94,21 +82,15 @@ class MissingTeeth:
                  rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         teeth = np.unique(labels[labels > 0])
         removed, flat = self.choose(teeth, rng)
-        if len(removed):
-            coord, normal, labels = coord.copy(), normal.copy(), labels.copy()
-            gone = np.isin(labels, removed[flat])
-            if gone.any():
-                coord[gone], normal[gone] = self._flattened(coord, normal, labels, gone, rng)
-            keep = ~np.isin(labels, removed[~flat])
-            labels[gone] = 0
-            coord, normal, labels = coord[keep], normal[keep], labels[keep]
-        # drawn only when on: configs without it keep their random stream
-        if self.partial > 0 and rng.random() < self.partial:
-            keep = partial_arch(coord, labels, self.partial_min_teeth, rng)
-            if keep is not None:
-                coord, normal, labels = coord[keep], normal[keep], labels[keep]
-                coord = coord - coord.mean(0)  # centred as a partial scan is at inference
-        return coord, normal, labels
+        if len(removed) == 0:
+            return coord, normal, labels
+        coord, normal, labels = coord.copy(), normal.copy(), labels.copy()
+        gone = np.isin(labels, removed[flat])
+        if gone.any():
+            coord[gone], normal[gone] = self._flattened(coord, normal, labels, gone, rng)
+        keep = ~np.isin(labels, removed[~flat])
+        labels[gone] = 0
+        return coord[keep], normal[keep], labels[keep]
 
     def _flattened(self, coord: np.ndarray, normal: np.ndarray, labels: np.ndarray, gone: np.ndarray,
                    rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -135,40 +117,6 @@ class MissingTeeth:
         drop = rng.uniform(0.0, self.ridge_drop, size=len(teeth))[which]
         points[:, 2] = z - drop
         return points.astype(coord.dtype), n.astype(normal.dtype)
-
-
-def arch_order(fdi: np.ndarray) -> np.ndarray:
-    """Each FDI tooth number's place along the arch: ``-8 .. -1`` on the patient's right (quadrants 1, 4 and
-    their primary 5, 8), ``1 .. 8`` on the left, so sorting by it walks the arch from one end to the other."""
-    fdi = np.asarray(fdi)
-    quadrant, position = fdi // 10, fdi % 10
-    return np.where(np.isin(quadrant, (1, 4, 5, 8)), -position, position)
-
-
-def partial_arch(coord: np.ndarray, labels: np.ndarray, min_teeth: int,
-                 rng: np.random.Generator) -> np.ndarray | None:
-    """Which points a partial scan of this arch keeps (bool (N,)), or None when the arch holds fewer than
-    ``min_teeth + 1`` teeth: a run of consecutive teeth along the arch (its length uniform in
-    ``min_teeth .. teeth - 1``, its start uniform) and the gingiva nearest them (:func:`around_teeth`).
-    ``labels`` are FDI numbers (0 gingiva)."""
-    teeth = np.unique(labels[labels > 0])
-    if len(teeth) < min_teeth + 1:
-        return None
-    teeth = teeth[np.argsort(arch_order(teeth), kind="stable")]
-    length = int(rng.integers(min_teeth, len(teeth)))
-    start = int(rng.integers(0, len(teeth) - length + 1))
-    return around_teeth(coord, labels, teeth[start:start + length])
-
-
-def around_teeth(coord: np.ndarray, labels: np.ndarray, teeth: np.ndarray) -> np.ndarray:
-    """The points (bool (N,)) of ``teeth`` (FDI numbers) and every gingiva point whose nearest tooth point
-    is one of theirs: the arch as a scan of those teeth alone would hold it. ``labels`` FDI (0 gingiva),
-    with at least one tooth point."""
-    from scipy.spatial import cKDTree
-
-    tooth = np.flatnonzero(labels > 0)
-    nearest = labels[tooth][cKDTree(coord[tooth]).query(coord, k=1)[1]]
-    return np.isin(nearest, teeth)
 
 
 def close_space(coord: np.ndarray, normal: np.ndarray, labels: np.ndarray, tooth: int,

@@ -2,8 +2,7 @@
 quadrant or the front teeth; the network must name the teeth it sees, not count them from the scan's
 centre).
 
-Each variant keeps a set of reference teeth and the gingiva nearest them
-(:func:`~pointmamba.data.missing_teeth.around_teeth`):
+Each variant keeps a set of reference teeth and the gingiva nearest them (:func:`around_teeth`):
 
 * ``side_right``: the patient's right side (quadrant 1 or 4) and the other central incisor;
 * ``side_left``: the left side (quadrant 2 or 3) and the other central incisor;
@@ -37,10 +36,20 @@ def variant_teeth(labels: np.ndarray, jaw: str, variant: str) -> np.ndarray:
     return teeth[(quadrant == side) | ((quadrant == other) & (position == 1))]
 
 
+def around_teeth(coord: np.ndarray, labels: np.ndarray, teeth: np.ndarray) -> np.ndarray:
+    """The points (bool (N,)) of ``teeth`` (FDI numbers) and every gingiva point whose nearest tooth point
+    is one of theirs: the arch as a scan of those teeth alone would hold it. ``labels`` FDI (0 gingiva),
+    with at least one tooth point."""
+    from scipy.spatial import cKDTree
+
+    tooth = np.flatnonzero(labels > 0)
+    nearest = labels[tooth][cKDTree(coord[tooth]).query(coord, k=1)[1]]
+    return np.isin(nearest, teeth)
+
+
 def partial_scan(scan: Any, variant: str) -> Any | None:
     """``scan`` (a labelled ``pointmamba.data.Scan``) cut to ``variant``, or None when it would hold fewer than
     :data:`MIN_TEETH` teeth. Labels of the kept vertices are the reference's."""
-    from ..data.missing_teeth import around_teeth
     from .removal_check import kept_scan
 
     teeth = variant_teeth(scan.labels, scan.jaw, variant)

@@ -130,7 +130,8 @@ RETIRED: dict[str, str] = {
                            "IOS068_lower -0.03 each); its code is at commit 7ccbc90 (docs/results/review_flag)",
     "data.missing_teeth.partial": "retired at once: cutting training arches to partial scans (0.3, both networks "
     "or the no-coordinates one) failed its rule on split B (removal check), and 0.15 in the no-coordinates one on "
-    "split A (mean, kept); code at commits e87edab and 34fd348 (docs/results/partial_arches)",
+    "both splits (split A's mean and kept, the removal check on both); code at commits e87edab and 34fd348 "
+    "(docs/results/partial_arches)",
     "data.missing_teeth.partial_min_teeth": "retired at once: went with data.missing_teeth.partial (commit e87edab, "
     "docs/results/partial_arches)",
     "infer.numbering_unnumbered_cost": "retired at once: 4.65 and 2.3 failed their rule held out (split A's "

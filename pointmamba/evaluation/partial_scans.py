@@ -100,7 +100,7 @@ def partial_summary(results: list[PartialResult]) -> dict[str, Any]:
     def one(rs: list[PartialResult]) -> dict[str, Any]:
         f = kept_and_flagged([r.miou for r in rs], [r.review for r in rs])
         return {"scans": f["scans"], "mean": f["mean"], "p10": f["p10"], "kept": f["kept"] / f["scans"],
-                "flagged": float(np.mean([r.review for r in rs])), "below_kept": f["below"],
+                "flagged": (f["below_flagged"] + f["kept_flagged"]) / f["scans"], "below_kept": f["below"],
                 "below_kept_flagged": f["below_flagged"], "kept_flagged": f["kept_flagged"]}
 
     out = {"all": one(results)} if results else {}

@@ -22,13 +22,16 @@ def main() -> None:
     from pointmamba.utils.atomic_file import write_csv
 
     model, cfg, device, out = run.model, run.cfg, run.device, run.out
+
+    def predict(scan):  # noqa: ANN001, ANN202 - Scan -> Prediction
+        return segment_scan(model, scan, cfg, device)
+
     results = []
     for scan in run.labelled_scans("partial scans"):
         for variant in PARTIAL_VARIANTS:
             part = partial_scan(scan, variant)
             if part is not None:
-                results.append(score_partial(scan.name, variant, part, lambda s: segment_scan(model, s, cfg, device),
-                                             cfg["data"]["num_classes"]))
+                results.append(score_partial(scan.name, variant, part, predict, cfg["data"]["num_classes"]))
     summary = partial_summary(results)
     make_out_dir(out)
     write_csv(out / "partial_scans.csv", [

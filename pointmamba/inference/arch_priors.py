@@ -10,7 +10,7 @@ third molar), pooled over the two sides.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Iterable
 
 import numpy as np
@@ -27,6 +27,16 @@ FITTED: dict[str, dict[str, Any]] = {
               "missing_rate": [0.0, 0.0, 0.048, 0.016, 0.016, 0.016, 0.048, 0.895], "arches": 62},
     "gap": {"touching_mean": 0.26, "touching_sd": 0.5, "closed_fraction": 0.74, "open_ratio": 0.65,
             "open_sd": 1.71, "neighbour_pairs": 1647, "pairs_across_gaps": 19},
+}
+
+# A child's arch with primary molars (the dentition given as mixed; child_priors): position 5's width per jaw
+# and the share of sides missing positions 7 and 8, measured by `python -m pointmamba.research.fit_arch_priors
+# --mixed` on the 4 such 3D-IOSSeg arches outside both splits' val patients (IOS051_upper, IOS069_lower,
+# IOS072_upper, IOS072_lower: 8 sides, one second molar)
+FITTED_MIXED: dict[str, Any] = {
+    "upper": {"width_mean_5": 9.16, "arches": 2},
+    "lower": {"width_mean_5": 9.67, "arches": 2},
+    "missing_rate": {7: 0.875, 8: 1.0},
 }
 
 # nats: prior against one instance holding two touching teeth (odds e^-1). Chosen on split A val among 3, 1.5,
@@ -112,6 +122,34 @@ def priors_from(table: dict[str, Any], jaw: str) -> ArchPriors:
 def default_priors(jaw: str) -> ArchPriors:
     """The fitted priors of ``jaw`` ("upper" or "lower")."""
     return priors_from(FITTED, jaw)
+
+
+def child_priors(priors: ArchPriors, jaw: str, table: dict[str, Any] | None = None) -> ArchPriors:
+    """``priors`` for a child's arch with primary molars (the dentition given as ``mixed``): position 5 is a
+    primary second molar, molar-wide (``table[jaw]["width_mean_5"]``), and second and third molars are
+    mostly unerupted (``table["missing_rate"]`` of positions 7 and 8, pooled over the jaws; floored and
+    capped as :func:`priors_from` does). ``table``: :data:`FITTED_MIXED` by default."""
+    t = table or FITTED_MIXED
+    width = priors.width_mean.copy()
+    width[[index_of_fdi(10 * q + 5) for q in (1, 2)]]  # both sides = float(t[jaw]["width_mean_5"])
+    missing, present = priors.missing_cost.copy(), priors.present_cost.copy()
+    for position, rate in t["missing_rate"].items():
+        q = float(np.clip(rate, MIN_MISSING_RATE, 0.99))
+        for a in (index_of_fdi(10 * quadrant + int(position)) for quadrant in (1, 2)):
+            missing[a], present[a] = -np.log(q), -np.log1p(-q)
+    return replace(priors, width_mean=width, missing_cost=missing, present_cost=present)
+
+
+def fit_child_priors(arches: Iterable[tuple[np.ndarray, np.ndarray, str]]) -> dict[str, Any]:
+    """A :data:`FITTED_MIXED`-shaped table from ground-truth arches of children with primary molars:
+    position 5's median width per jaw and the share of sides missing positions 7 and 8, pooled over the
+    jaws (a handful of arches: per jaw would be two or three)."""
+    table = fit_priors(arches)
+    counts = {jaw: table[jaw]["arches"] for jaw in ("upper", "lower")}
+    total = max(sum(counts.values()), 1)
+    return {**{jaw: {"width_mean_5": table[jaw]["width_mean"][4], "arches": counts[jaw]} for jaw in counts},
+            "missing_rate": {p: round(sum(table[j]["missing_rate"][p - 1] * counts[j] for j in counts) / total, 3)
+                             for p in (7, 8)}}
 
 
 def fit_priors(arches: Iterable[tuple[np.ndarray, np.ndarray, str]]) -> dict[str, Any]:

@@ -298,7 +298,7 @@ def _number(labels: np.ndarray, probs: np.ndarray, aligned: np.ndarray, faces: n
     """The instance numbering of cut ``labels`` under ``jaw``'s priors: (labels, Numbering). ``areas`` and
     ``pieces`` (the vertex areas and the cut's tooth pieces) where the caller has made them already."""
     from ..data.mesh import vertex_areas
-    from .arch_priors import default_priors
+    from .arch_priors import child_priors, default_priors
     from .tooth_numbering import number_teeth
 
     priors = replace(default_priors(jaw), fragment_cost=float(options["numbering_fragment_cost"]),
@@ -306,10 +306,19 @@ def _number(labels: np.ndarray, probs: np.ndarray, aligned: np.ndarray, faces: n
                      touching_nu=float(options["numbering_touching_nu"]))
     if areas is None and len(faces):
         areas = vertex_areas(aligned, faces)
-    return number_teeth(labels, probs, aligned, faces, jaw, num_classes, priors=priors, areas=areas,
-                        dentition=str(options["dentition"]), pieces=pieces, measured=measured,
-                        mend_dropped=bool(options["mend_dropped"]), merge_packed=bool(options["merge_packed"]),
-                        merge_area_limit=float(options["merge_area_limit"] or 0.0))
+
+    def numbered(arch_priors: Any) -> tuple[np.ndarray, Any]:
+        return number_teeth(labels, probs, aligned, faces, jaw, num_classes, priors=arch_priors, areas=areas,
+                            dentition=str(options["dentition"]), pieces=pieces, measured=measured,
+                            mend_dropped=bool(options["mend_dropped"]), merge_packed=bool(options["merge_packed"]),
+                            merge_area_limit=float(options["merge_area_limit"] or 0.0))
+
+    adult = numbered(priors)
+    if options["dentition"] == "mixed" and options["child_priors"]:
+        child = numbered(child_priors(priors, jaw))
+        if child[1].dentition.sides:  # the child's priors find the pattern: numbered as the child's arch it is
+            return child
+    return adult
 
 
 def scan_probabilities(model: nn.Module, scan: Any, cfg: dict[str, Any], device: torch.device,

@@ -131,7 +131,7 @@ def child_priors(priors: ArchPriors, jaw: str, table: dict[str, Any] | None = No
     capped as :func:`priors_from` does). ``table``: :data:`FITTED_MIXED` by default."""
     t = table or FITTED_MIXED
     width = priors.width_mean.copy()
-    width[[index_of_fdi(10 * q + 5) for q in (1, 2)]]  # both sides = float(t[jaw]["width_mean_5"])
+    width[[index_of_fdi(10 * q + 5) for q in (1, 2)]] = float(t[jaw]["width_mean_5"])  # both sides
     missing, present = priors.missing_cost.copy(), priors.present_cost.copy()
     for position, rate in t["missing_rate"].items():
         q = float(np.clip(rate, MIN_MISSING_RATE, 0.99))

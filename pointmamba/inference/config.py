@@ -48,10 +48,10 @@ INFER_DEFAULTS: dict[str, Any] = {
     # permanent (premolar 5, first molar 6) | mixed (4, then primary second molar 5, first molar 6) | auto
     # (the likelier, the scan flagged with both readings). Arches without that side are numbered alike
     "dentition": "auto",
-    # with the dentition given as mixed, the arch is also numbered under a child's priors (position 5 a primary
-    # second molar, molar-wide; second molars mostly and third molars never erupted: arch_priors.FITTED_MIXED),
-    # and that numbering is kept where it finds a side of the pattern. false: mixed changes the pattern's
-    # sides of the adult numbering only
+    # with the dentition given as mixed, an arch whose numbering shows a side of the pattern is numbered again
+    # under a child's priors (position 5 a primary second molar, molar-wide; second molars mostly and third
+    # molars never erupted: arch_priors.FITTED_MIXED), kept where it shows the pattern too. false: mixed
+    # changes the pattern's sides of the adult numbering only
     "child_priors": False,
     # surface the cut left as gingiva where the review would report a dropped tooth (a tooth's width of
     # tooth-like surface between two teeth, a number skipped) or one lost at a side's end becomes one more

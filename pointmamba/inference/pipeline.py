@@ -314,9 +314,11 @@ def _number(labels: np.ndarray, probs: np.ndarray, aligned: np.ndarray, faces: n
                             merge_area_limit=float(options["merge_area_limit"] or 0.0))
 
     adult = numbered(priors)
-    if options["dentition"] == "mixed" and options["child_priors"]:
+    # only an arch that shows the pattern as numbered: elsewhere a child's priors make a pattern of their own
+    # (IOS068_upper, its 7s dropped: docs/results/review_flag/log.md)
+    if options["dentition"] == "mixed" and options["child_priors"] and adult[1].dentition.sides:
         child = numbered(child_priors(priors, jaw))
-        if child[1].dentition.sides:  # the child's priors find the pattern: numbered as the child's arch it is
+        if child[1].dentition.sides:
             return child
     return adult
 

@@ -50,9 +50,11 @@ INFER_DEFAULTS: dict[str, Any] = {
     "dentition": "auto",
     # with the dentition given as mixed, an arch whose numbering shows a side of the pattern is numbered again
     # under a child's priors (position 5 a primary second molar, molar-wide; second molars mostly and third
-    # molars never erupted: arch_priors.FITTED_MIXED), kept where it shows the pattern too. false: mixed
-    # changes the pattern's sides of the adult numbering only
-    "child_priors": False,
+    # molars never erupted: arch_priors.FITTED_MIXED), kept where it shows the pattern too. On by its
+    # pre-registered rule: held out, split A's 3D-IOSSeg arches given their dentition 0.618 -> 0.677
+    # (IOS004_upper 0.716 -> 0.952), split B's 0.871 -> 0.870, nothing under auto changed
+    # (docs/results/review_flag). false: mixed changes the pattern's sides of the adult numbering only
+    "child_priors": True,
     # surface the cut left as gingiva where the review would report a dropped tooth (a tooth's width of
     # tooth-like surface between two teeth, a number skipped) or one lost at a side's end becomes one more
     # instance, and the numbering decides what it is (inference/dropped_teeth.py; flagged "mended"). On by its

@@ -8,7 +8,9 @@ primary tooth under its permanent successor's number:
 * ``permanent``: an adult whose first premolar was taken out and the space closed: canine 3, premolar 5,
   first molar 6 (then 7, 8);
 * ``mixed``: a child with primary molars: canine 3, primary first molar 4, primary second molar 5, first
-  permanent molar 6 (then 7);
+  permanent molar 6 (then 7). Given, an arch that shows the pattern is also numbered under a child's
+  priors (``infer.child_priors``: a molar-wide 5, second molars rarely erupted; ``pipeline._number``);
+  ``auto``'s mixed reading is the adult numbering's;
 * ``auto`` (default): the likelier of the two under the numbering's own model (the lower cost of the
   two constrained numberings, which is the unconstrained one wherever that already reads one way), and
   the scan is always flagged, naming both readings; each affected tooth carries the other reading's

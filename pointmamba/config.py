@@ -137,6 +137,9 @@ RETIRED: dict[str, str] = {
     "infer.numbering_unnumbered_cost": "retired at once: 4.65 and 2.3 failed their rule held out (split A's "
                                        "removal check 7.3 -> 6.7 / 6.4 %, 1 point asked, teeth changed 29 -> "
                                        "40 / 39); its code is at commit 397a94d (docs/results/review_flag)",
+    "infer.dentition_pairs": "retired at once: it changed no val scan on either split (the rule asked +0.02 on the "
+                             "pattern arches with the dentition given); its code is at commit 24e8955 "
+                             "(docs/results/review_flag)",
 }
 # the stored values under which a retired key did nothing that the code left does not do (a checkpoint
 # holding one of them loads silently; any other value is dropped with a warning)
@@ -164,6 +167,7 @@ _RETIRED_INERT: dict[str, tuple[Any, ...]] = {
     "data.missing_teeth.partial": (0, 0.0),
     "data.missing_teeth.partial_min_teeth": (3,),
     "infer.numbering_unnumbered_cost": (0, 0.0),
+    "infer.dentition_pairs": (False,),
     "train.distill_from": (None,),
     # train.distill_weight and train.distill_temperature: any value without a teacher, none with one (_inert)
 }

@@ -55,10 +55,6 @@ INFER_DEFAULTS: dict[str, Any] = {
     # (IOS004_upper 0.716 -> 0.952), split B's 0.871 -> 0.870, nothing under auto changed
     # (docs/results/review_flag). false: mixed changes the pattern's sides of the adult numbering only
     "child_priors": True,
-    # a side of the pattern where one instance is read as two teeth (two molars under one label) is read as the
-    # dentition says too, the instance keeping two neighbouring numbers (inference/dentition.py). false: such
-    # a side is left as numbered
-    "dentition_pairs": False,
     # surface the cut left as gingiva where the review would report a dropped tooth (a tooth's width of
     # tooth-like surface between two teeth, a number skipped) or one lost at a side's end becomes one more
     # instance, and the numbering decides what it is (inference/dropped_teeth.py; flagged "mended"). On by its

@@ -92,14 +92,12 @@ def reading_numbers(behind: list[int], reading: str) -> list[int] | None:
     return digits if digits[-1] <= 8 else None
 
 
-def read_dentition(numbering, labels: np.ndarray, renumber: Callable[[dict | None], object],
+def read_dentition(numbering, labels: np.ndarray, renumber: Callable[[dict[int, int] | None], object],
                    to_labels: Callable[[object], np.ndarray], aligned: np.ndarray, jaw: str, num_classes: int,
-                   dentition: str, pairs: bool = False):
+                   dentition: str):
     """The numbering and labels of an arch read under ``dentition`` (see the module doc), from the
     unconstrained ``numbering`` and its per-vertex class ``labels``; ``renumber(forced)`` numbers the
-    arch with ``forced`` {instance index: arch index or (first, last)}, ``to_labels`` turns a numbering into
-    labels. ``pairs``: a side where one instance is read as two teeth is read too, that instance keeping two
-    neighbouring numbers (else the side is left as numbered).
+    arch with ``forced`` {instance index: arch index}, ``to_labels`` turns a numbering into labels.
     The returned numbering carries the :class:`DentitionReading` as ``numbering.dentition``."""
     from ..data.lone_premolar import lone_premolar_sides
     from ..data.fdi import class_to_fdi, fdi_to_class
@@ -114,19 +112,16 @@ def read_dentition(numbering, labels: np.ndarray, renumber: Callable[[dict | Non
         return numbering, labels
     classes = index_classes(num_classes, jaw)
     arch_index = {int(c): a for a, c in enumerate(classes)}
-    holder = {a: i for i, opt in enumerate(numbering.options) if opt is not None for a in range(opt[0], opt[1] + 1)}
+    single = {opt[0]: i for i, opt in enumerate(numbering.options) if opt is not None and opt[0] == opt[1]}
     present = {int(t) for t in np.unique(fdi) if t > 0}
-    forced: dict[str, dict[int, int | tuple[int, int]]] = {r: {} for r in READINGS}
+    forced: dict[str, dict[int, int]] = {r: {} for r in READINGS}
     for quadrant in sorted(sides):
         behind = sorted(t % 10 for t in present if t // 10 == quadrant and t % 10 >= 4)
         teeth = [10 * quadrant + 3] + [10 * quadrant + p for p in behind]
         index = [arch_index[int(fdi_to_class([t], jaw, num_classes)[0])] for t in teeth]
-        if any(a not in holder for a in index):
+        if any(a not in single for a in index):  # a tooth of the side is half of a split pair: left as numbered
             continue
-        paired = [holder[a] for a in index if numbering.options[holder[a]][0] != numbering.options[holder[a]][1]]
-        if paired and not pairs:  # a tooth of the side is half of a pair: left as numbered
-            continue
-        by_reading, wanted = {}, {}
+        by_reading = {}
         for r in READINGS:
             digits = reading_numbers(behind, r)
             if digits is None:
@@ -134,13 +129,9 @@ def read_dentition(numbering, labels: np.ndarray, renumber: Callable[[dict | Non
                 continue
             numbers = [10 * quadrant + 3] + [10 * quadrant + d for d in digits]
             by_reading[r] = numbers
-            wanted[r] = _side_options(numbering.options, holder, index,
-                                      [arch_index[int(fdi_to_class([t], jaw, num_classes)[0])] for t in numbers])
-        if any(w is None for w in wanted.values()):  # a pair reaches off the side or apart: left as numbered
-            continue
-        for r, w in wanted.items():
             if forced[r] is not None:
-                forced[r].update(w)
+                for a, t in zip(index, numbers):
+                    forced[r][single[a]] = arch_index[int(fdi_to_class([t], jaw, num_classes)[0])]
         reading.sides[quadrant] = by_reading
     if not reading.sides:
         return numbering, labels
@@ -148,7 +139,7 @@ def read_dentition(numbering, labels: np.ndarray, renumber: Callable[[dict | Non
     results = {}
     for r in candidates:
         wanted = forced[r]
-        if all(numbering.options[i] == (a if isinstance(a, tuple) else (a, a)) for i, a in wanted.items()):
+        if all(numbering.options[i] == (a, a) for i, a in wanted.items()):
             results[r] = (numbering, labels)  # the numbering already reads this way: kept as it is
         else:
             other = renumber(wanted)
@@ -167,24 +158,6 @@ def read_dentition(numbering, labels: np.ndarray, renumber: Callable[[dict | Non
         reading.alternative = results[reading.other][1]
     chosen.dentition = reading
     return chosen, chosen_labels
-
-
-def _side_options(options: list, holder: dict[int, int], index: list[int], new: list[int]
-                  ) -> dict[int, int | tuple[int, int]] | None:
-    """{instance: its forced option} for a side whose teeth at arch indices ``index`` take arch indices
-    ``new``: a single tooth its new index, two teeth under one instance their two new indices, which must
-    be neighbours (None where they are not, or where the instance holds a tooth off the side)."""
-    out: dict[int, int | tuple[int, int]] = {}
-    moved = dict(zip(index, new))
-    for i in sorted({holder[a] for a in index}):
-        lo, hi = options[i]
-        if any(a not in moved for a in range(lo, hi + 1)):
-            return None
-        ends = sorted((moved[lo], moved[hi]))
-        if ends[1] - ends[0] != hi - lo:
-            return None
-        out[i] = ends[0] if lo == hi else (ends[0], ends[1])
-    return out
 
 
 def read_dentition_file(path: str | PathLike) -> dict[str, str]:

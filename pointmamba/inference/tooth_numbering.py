@@ -120,15 +120,12 @@ def _tooth_costs(evidence: np.ndarray, widths: np.ndarray, priors: ArchPriors) -
     return unary
 
 
-def _force(unary: np.ndarray, gum: np.ndarray, forced: dict[int, int | tuple[int, int]] | None,
-           single: set[int] | None = None) -> None:
+def _force(unary: np.ndarray, gum: np.ndarray, forced: dict[int, int] | None, single: set[int] | None = None) -> None:
     """Add :data:`FORCED_COST` (in place) to every option a ``forced`` instance may not take (all but its
-    one arch index, or its (first, last) pair of neighbours; gingiva included) and to the two-teeth options
-    of each ``single`` instance."""
+    one arch index, gingiva included) and to the two-teeth options of each ``single`` instance."""
     first, last = _options()
     for i, a in (forced or {}).items():
-        lo, hi = a if isinstance(a, tuple) else (a, a)
-        keep_only = (first == lo) & (last == hi)
+        keep_only = (first == a) & (last == a)
         unary[i, ~keep_only] += FORCED_COST
         gum[i] += FORCED_COST
     for i in single or ():
@@ -161,7 +158,7 @@ def _transition_costs(instances: list[Instance], priors: ArchPriors, gum_cum: np
 
 
 def _arch_energy(instances: list[Instance], evidence: np.ndarray, gum_evidence: np.ndarray, priors: ArchPriors,
-                forced: dict[int, int | tuple[int, int]] | None = None, single: set[int] | None = None) -> _ArchEnergy:
+                forced: dict[int, int] | None = None, single: set[int] | None = None) -> _ArchEnergy:
     """The energies of numbering ``instances`` (see :func:`number_instances` for the arguments): each
     instance as each tooth option (:func:`_tooth_costs`) or as gingiva (:meth:`ArchPriors.gingiva_cost`),
     ``forced`` instances held to their number (:func:`_force`), the missing positions before the first
@@ -264,8 +261,7 @@ def _posteriors(e: _ArchEnergy, marg: np.ndarray) -> tuple[np.ndarray, np.ndarra
 
 
 def number_instances(instances: list[Instance], evidence: np.ndarray, gum_evidence: np.ndarray,
-                     priors: ArchPriors, temperature: float = 1.0,
-                     forced: dict[int, int | tuple[int, int]] | None = None,
+                     priors: ArchPriors, temperature: float = 1.0, forced: dict[int, int] | None = None,
                      single: set[int] | None = None) -> Numbering:
     """The cheapest numbering of ``instances`` (sorted along the arch) and their posteriors.
 
@@ -273,9 +269,9 @@ def number_instances(instances: list[Instance], evidence: np.ndarray, gum_eviden
     surface); ``gum_evidence`` (n,): its probability of gingiva. Energies are in nats; ``temperature``
     divides them for the posteriors only (calibration).
 
-    ``forced`` {instance index: arch index, or (first, last) arch indices of two neighbouring teeth}: those
-    instances take that option (every other option, gingiva included, costs :data:`FORCED_COST`): a reading
-    of the arch given from outside (the dentition, :mod:`.dentition`), the rest numbered around it. ``single``: instance indices that may be one tooth or
+    ``forced`` {instance index: arch index}: those instances take that one number (every other option,
+    gingiva included, costs :data:`FORCED_COST`): a reading of the arch given from outside (the dentition,
+    :mod:`.dentition`), the rest numbered around it. ``single``: instance indices that may be one tooth or
     gingiva, not two teeth (a tooth merged from two pieces, :mod:`.cut_teeth`).
 
     The energies (:func:`_arch_energy`), the forward sweep (:func:`_forward`: the cheapest numbering's
@@ -367,7 +363,7 @@ def number_teeth(labels: np.ndarray, probs: np.ndarray, aligned: np.ndarray, fac
                  pieces: list[np.ndarray] | None = None,
                  measured: tuple[list[Instance], np.ndarray] | None = None,
                  mend_dropped: bool = False, merge_packed: bool = False,
-                 merge_area_limit: float = 0.0, dentition_pairs: bool = False) -> tuple[np.ndarray, Numbering]:
+                 merge_area_limit: float = 0.0) -> tuple[np.ndarray, Numbering]:
     """Renumber the teeth of ``labels`` (per-vertex classes, e.g. after the graph cut) as whole instances
     (see module doc). Returns the new labels and the :class:`Numbering` (instances, options, posteriors).
 
@@ -381,9 +377,7 @@ def number_teeth(labels: np.ndarray, probs: np.ndarray, aligned: np.ndarray, fac
     ``numbering.mended`` names what it added). ``merge_packed``: two neighbouring teeth that the ``split`` or
     ``packed`` check reports are merged into one instance and the arch numbered again (:mod:`.cut_teeth`;
     ``numbering.merged`` names the pairs); ``merge_area_limit`` > 0: only pairs of at most that many times a
-    crown's typical area (:func:`.cut_teeth.cut_pairs`). ``dentition_pairs``: a side of the pattern with an
-    instance read as two teeth is read too, the instance keeping two neighbouring numbers
-    (:func:`.dentition.read_dentition`)."""
+    crown's typical area (:func:`.cut_teeth.cut_pairs`)."""
     if jaw not in ("upper", "lower"):
         raise ValueError(f"number_teeth: jaw must be 'upper' or 'lower', got {jaw!r}")
     priors = priors or default_priors(jaw)
@@ -395,7 +389,7 @@ def number_teeth(labels: np.ndarray, probs: np.ndarray, aligned: np.ndarray, fac
 
     whole_keys: set[int] = set()  # pieces merged from two (cut_teeth): one tooth, never two
 
-    def renumber(forced: dict[int, int | tuple[int, int]] | None) -> Numbering:
+    def renumber(forced: dict[int, int] | None) -> Numbering:
         instances, mean_probs = measured
         single = {i for i, inst in enumerate(instances) if inst.key in whole_keys}
         return number_instances(instances, mean_probs[:, classes], mean_probs[:, 0], priors, temperature, forced,
@@ -444,8 +438,7 @@ def number_teeth(labels: np.ndarray, probs: np.ndarray, aligned: np.ndarray, fac
     if dentition is not None:
         from .dentition import read_dentition
 
-        numbering, out = read_dentition(numbering, out, renumber, to_labels, aligned, jaw, num_classes, dentition,
-                                        pairs=dentition_pairs)
+        numbering, out = read_dentition(numbering, out, renumber, to_labels, aligned, jaw, num_classes, dentition)
     return out, numbering
 
 

@@ -3,6 +3,9 @@ where the MSN arches lose: tooth outlines against numbers, from the replay cache
 (numbering_replay cache: per scan `labels`, the reference, and `cut`, the graph cut's classes).
 
     python docs/results/review_flag/per_source/per_source.py PER_SCAN_A PER_SCAN_B [CACHE_A CACHE_B]
+
+The flattened removal check per source is read from removal_<split>/removals.csv beside each per-scan file's
+folder (the layout of touching_nu/nu10/), where it exists.
 """
 import csv
 import glob
@@ -38,6 +41,20 @@ for split, path in zip("AB", sys.argv[1:3]):
               f"{np.mean(given):.3f} ({len(given)})" if given else f"| {split} | {name} | {line(r)} | {line(plain)} | "
               f"{line(few)} | -", end="")
         print(f" | {flag} | {np.mean([float(x['TIR']) for x in r]):.3f} |")
+
+removal_files = {split: os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(path))), f"removal_{split}",
+                                     "removals.csv") for split, path in zip("AB", sys.argv[1:3])}
+if all(os.path.exists(f) for f in removal_files.values()):
+    print("\n| split | source | removals changing another tooth | other teeth changed |")
+    print("|---|---|---|---|")
+    for split, f in removal_files.items():
+        rows = list(csv.DictReader(open(f)))
+        for prefix, name in (("MSN", "MSN"), ("IOS", "3D-IOSSeg")):
+            r = [x for x in rows if x["scan"].startswith(prefix)]
+            changing = [x for x in r if x["changed"].strip()]
+            teeth, others = sum(len(x["changed"].split()) for x in changing), sum(int(x["others"]) for x in r)
+            print(f"| {split} | {name} | {len(changing)} of {len(r)} ({len(changing) / len(r):.1%}) | "
+                  f"{teeth} of {others} ({teeth / others:.1%}) |")
 
 if len(sys.argv) > 3:
     print("\n| split | source | reference tooth vertices cut as gingiva | reference gingiva cut as tooth "

@@ -532,7 +532,8 @@ def resolve_config(user: dict[str, Any], where: str) -> dict[str, Any]:
             raise ConfigError(f"model.in_channels must be {want} with data.coord_feature="
                               f"{str(cfg['data']['coord_feature']).lower()} and data.jaw_feature="
                               f"{str(cfg['data']['jaw_feature']).lower()} and data.dentition_feature="
-                              f"{str(cfg['data']['dentition_feature']).lower()} ({parts}), got {cfg['model']['in_channels']}")
+                              f"{str(cfg['data']['dentition_feature']).lower()} ({parts}), "
+                              f"got {cfg['model']['in_channels']}")
         if cfg["model"]["num_classes"] != cfg["data"]["num_classes"]:
             raise ConfigError(f"model.num_classes ({cfg['model']['num_classes']}) must equal data.num_classes "
                               f"({cfg['data']['num_classes']}): the head predicts the data's classes")

@@ -34,10 +34,10 @@ from .scan import Scan, jaw_from_name, load_scan
 from .scan_files import walk_tree
 
 CACHE_VERSION = 2
+"""Bump when the cached content changes; old cache files are then ignored."""
 # the share of training draws of a pattern arch that show its dentition (data.dentition_feature): the rest show
 # 0, as infer.dentition auto does, so the network reads arches without it too
 DENTITION_SHOWN = 0.5
-"""Bump when the cached content changes; old cache files are then ignored."""
 
 def default_cache_dir() -> Path:
     """``$POINTMAMBA_CACHE`` or ``~/.cache/pointmamba``, plus ``/preprocess``."""
@@ -112,8 +112,8 @@ class ItemOptions:
     :class:`Augment` or its config dict (None: off); ``missing_teeth`` a :class:`MissingTeeth` or its config
     (None: off; only arches whose labels are identities get it); ``jaw_feature`` / ``coord_feature`` the
     input channels and ``dentition_feature`` (see :func:`make_item`; in "train" mode an arch whose labels
-    read the lone-premolar pattern shows its dentition half the time, else 0); ``position_label_weight`` the loss weight of a position-labelled
-    scan whose arch misses a tooth (item key ``weight``); ``mode`` "train" (a random point per voxel) or
+    read the lone-premolar pattern shows its dentition half the time, else 0); ``position_label_weight``
+    the loss weight of a position-labelled scan whose arch misses a tooth (item key ``weight``); ``mode`` "train" (a random point per voxel) or
     "test" (deterministic), None: the dataset decides by its split; ``seed``: item i of epoch e is drawn
     from ``(seed, e, i)``."""
 

@@ -47,8 +47,8 @@ def lone_premolar_sides(aligned: np.ndarray, labels: np.ndarray, jaw: str, molar
 
 def reference_dentition(aligned: np.ndarray, labels: np.ndarray, jaw: str) -> str | None:
     """The dentition a reference arch's own numbering gives (``tools/test.py``'s "dentition given" group, and
-    the training value of ``data.dentition_feature``): a side of the pattern whose first molar-sized tooth is numbered 6 reads permanent, 5 mixed; the
-    majority of the sides where they differ (a tie: mixed, the commoner in 3D-IOSSeg: 18 sides to 13);
+    the training value of ``data.dentition_feature``): a side of the pattern whose first molar-sized tooth
+    is numbered 6 reads permanent, 5 mixed; the majority of the sides where they differ (a tie: mixed, the commoner in 3D-IOSSeg: 18 sides to 13);
     None without the pattern. ``aligned`` (V, 3) the vertices in the canonical frame, ``labels`` FDI."""
     sides = list(lone_premolar_sides(aligned, labels, jaw).values())
     if not sides:

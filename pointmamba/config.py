@@ -41,10 +41,6 @@ DATA_DEFAULTS: dict[str, Any] = {
     # the centred coordinates as 3 input channels; false leaves the network only normals (+ jaw) and the
     # points' relative positions (convolutions, serialization): an ablation of counting from the midline
     "coord_feature": True,
-    # one more input channel, the dentition (issue 43): +1 mixed, -1 permanent, 0 not given. In training, an
-    # arch whose own labels read the lone-premolar pattern one way shows it half the time (others 0); at
-    # inference it is infer.dentition (auto: 0). (model.in_channels: input_channels())
-    "dentition_feature": False,
     "cache_dir": None,  # preprocessing cache (default: $POINTMAMBA_CACHE or ~/.cache/pointmamba)
     "num_workers": 0,  # DataLoader worker processes (0: the loader runs in a thread one batch ahead of the step)
     # roots whose labels are positions along the arch, not tooth identities (where teeth are missing, the
@@ -144,6 +140,10 @@ RETIRED: dict[str, str] = {
     "infer.dentition_pairs": "retired at once: it changed no val scan on either split (the rule asked +0.02 on the "
                              "pattern arches with the dentition given); its code is at commit 24e8955 "
                              "(docs/results/review_flag)",
+    "data.dentition_feature": "retired at once: the dentition as an input of the network without coordinates "
+                              "failed its rule held out (the pattern arches with the dentition given +0.030 on "
+                              "split A, +0.05 asked, and -0.094 on split B); its code is at commits f31f9d6 and "
+                              "baa561d (docs/results/review_flag)",
 }
 # the stored values under which a retired key did nothing that the code left does not do (a checkpoint
 # holding one of them loads silently; any other value is dropped with a warning)
@@ -172,6 +172,7 @@ _RETIRED_INERT: dict[str, tuple[Any, ...]] = {
     "data.missing_teeth.partial_min_teeth": (3,),
     "infer.numbering_unnumbered_cost": (0, 0.0),
     "infer.dentition_pairs": (False,),
+    "data.dentition_feature": (False,),
     "train.distill_from": (None,),
     # train.distill_weight and train.distill_temperature: any value without a teacher, none with one (_inert)
 }
@@ -233,17 +234,15 @@ WARMUP_DEFAULTS: dict[str, Any] = {
 def input_features(data: dict[str, Any]) -> dict[str, bool]:
     """The input switches of a ``data`` section as :func:`~pointmamba.data.dataset.make_item` takes them
     (a checkpoint's config older than a switch gets its default)."""
-    return {"jaw_feature": bool(data.get("jaw_feature", False)), "coord_feature": bool(data.get("coord_feature", True)),
-            "dentition_feature": bool(data.get("dentition_feature", False))}
+    return {"jaw_feature": bool(data.get("jaw_feature", False)), "coord_feature": bool(data.get("coord_feature", True))}
 
 
 def input_parts(data: dict[str, Any]) -> list[tuple[str, int]]:
     """The network's input for a ``data`` section, in feature order, as (name, channels): centred
-    coords (unless ``coord_feature`` is false), normals, the jaw (with ``jaw_feature``), the dentition (with
-    ``dentition_feature``)."""
+    coords (unless ``coord_feature`` is false), normals, the jaw (with ``jaw_feature``)."""
     f = input_features(data)
     return [(name, n) for name, n, on in (("coords", 3, f["coord_feature"]), ("normals", 3, True),
-                                          ("jaw", 1, f["jaw_feature"]), ("dentition", 1, f["dentition_feature"])) if on]
+                                          ("jaw", 1, f["jaw_feature"])) if on]
 
 
 def input_columns(outer: dict[str, Any], inner: dict[str, Any]) -> list[int]:
@@ -531,9 +530,7 @@ def resolve_config(user: dict[str, Any], where: str) -> dict[str, Any]:
             parts = " + ".join(name for name, _ in input_parts(cfg["data"]))
             raise ConfigError(f"model.in_channels must be {want} with data.coord_feature="
                               f"{str(cfg['data']['coord_feature']).lower()} and data.jaw_feature="
-                              f"{str(cfg['data']['jaw_feature']).lower()} and data.dentition_feature="
-                              f"{str(cfg['data']['dentition_feature']).lower()} ({parts}), "
-                              f"got {cfg['model']['in_channels']}")
+                              f"{str(cfg['data']['jaw_feature']).lower()} ({parts}), got {cfg['model']['in_channels']}")
         if cfg["model"]["num_classes"] != cfg["data"]["num_classes"]:
             raise ConfigError(f"model.num_classes ({cfg['model']['num_classes']}) must equal data.num_classes "
                               f"({cfg['data']['num_classes']}): the head predicts the data's classes")

@@ -218,8 +218,7 @@ def test_an_input_mismatch_names_the_data_switches_that_mend_it(tiny_state: dict
     message = str(info.value)
     assert "model.in_channels: checkpoint 3, config 6" in message and "\n" not in message
     sets = re.search(r"--set (.*)\)$", message).group(1).split()
-    assert sets == ["data.jaw_feature=false", "data.coord_feature=false", "data.dentition_feature=false",
-                    "model.in_channels=3"]
+    assert sets == ["data.jaw_feature=false", "data.coord_feature=false", "model.in_channels=3"]
     model, cfg = load_trained(ckpt, torch.device("cpu"), config=load_config(None, with_coords + sets))
     assert model.in_channels == 3 and cfg["data"]["coord_feature"] is False
     # fine-tuning from it names the same switches

@@ -26,7 +26,6 @@ from .augment import Augment
 from .errors import ScanFormatError
 from .fdi import IGNORE_INDEX, JAWS, check_jaw, check_num_classes, fdi_to_class
 from .grid_sampling import GRID_MODES, cap_points, grid_sample
-from .lone_premolar import DENTITION_CODES
 from .mesh import MESH_SUFFIXES, apply_transform, vertex_normals
 from .missing_teeth import MissingTeeth, arch_is_complete
 from .pose import canonical_pose
@@ -35,9 +34,6 @@ from .scan_files import walk_tree
 
 CACHE_VERSION = 2
 """Bump when the cached content changes; old cache files are then ignored."""
-# the share of training draws of a pattern arch that show its dentition (data.dentition_feature): the rest show
-# 0, as infer.dentition auto does, so the network reads arches without it too
-DENTITION_SHOWN = 0.5
 
 def default_cache_dir() -> Path:
     """``$POINTMAMBA_CACHE`` or ``~/.cache/pointmamba``, plus ``/preprocess``."""
@@ -111,9 +107,8 @@ class ItemOptions:
     ``max_points`` caps the rows (None: no cap); ``align`` applies :func:`canonical_pose`; ``augment`` an
     :class:`Augment` or its config dict (None: off); ``missing_teeth`` a :class:`MissingTeeth` or its config
     (None: off; only arches whose labels are identities get it); ``jaw_feature`` / ``coord_feature`` the
-    input channels and ``dentition_feature`` (see :func:`make_item`; in "train" mode an arch whose labels
-    read the lone-premolar pattern shows its dentition half the time, else 0); ``position_label_weight``
-    the loss weight of a position-labelled scan whose arch misses a tooth (item key ``weight``); ``mode`` "train" (a random point per voxel) or
+    input channels (see :func:`make_item`); ``position_label_weight`` the loss weight of a position-labelled
+    scan whose arch misses a tooth (item key ``weight``); ``mode`` "train" (a random point per voxel) or
     "test" (deterministic), None: the dataset decides by its split; ``seed``: item i of epoch e is drawn
     from ``(seed, e, i)``."""
 
@@ -125,7 +120,6 @@ class ItemOptions:
     missing_teeth: MissingTeeth | Mapping[str, Any] | None = None
     jaw_feature: bool = False
     coord_feature: bool = True
-    dentition_feature: bool = False
     position_label_weight: float = 1.0
     mode: str | None = None
     seed: int = 0
@@ -154,7 +148,7 @@ class ItemOptions:
             raise ValueError(f"ItemOptions.max_points must be a positive integer or None, got {self.max_points!r}")
         put("augment", built("augment", Augment, self.augment or None))
         put("missing_teeth", built("missing_teeth", MissingTeeth, self.missing_teeth))
-        for name in ("align", "jaw_feature", "coord_feature", "dentition_feature"):
+        for name in ("align", "jaw_feature", "coord_feature"):
             put(name, bool(getattr(self, name)))
         if not (math.isfinite(self.position_label_weight) and self.position_label_weight >= 0):
             raise ValueError(f"ItemOptions.position_label_weight must be >= 0, got {self.position_label_weight!r}")
@@ -203,7 +197,6 @@ class Teeth3DSDataset:
     missing_teeth = _item_option("missing_teeth")
     jaw_feature = _item_option("jaw_feature")
     coord_feature = _item_option("coord_feature")
-    dentition_feature = _item_option("dentition_feature")
     position_label_weight = _item_option("position_label_weight")
     mode = _item_option("mode")
     seed = _item_option("seed")
@@ -365,19 +358,6 @@ class Teeth3DSDataset:
                 continue
             yield i, self.aligned_vertices(i), d["labels"].astype(np.int64), str(d["jaw"])
 
-    def labelled_dentition(self, index: int) -> str | None:
-        """How scan ``index``'s own labels number a side of the lone-premolar pattern ("mixed" / "permanent",
-        :func:`~pointmamba.data.lone_premolar.reference_dentition`; None without the pattern or labels);
-        measured once per scan."""
-        from .lone_premolar import reference_dentition
-
-        known = self.__dict__.setdefault("_dentitions", {})
-        if index not in known:
-            d = self.preprocessed(index)
-            known[index] = (reference_dentition(self.aligned_vertices(index), d["labels"].astype(np.int64),
-                                               str(d["jaw"])) if "labels" in d else None)
-        return known[index]
-
     def aligned_vertices(self, index: int) -> np.ndarray:
         """Scan ``index``'s vertices (file order, float64) in the canonical frame, before augmentation."""
         return _aligned(self.preprocessed(index))
@@ -390,15 +370,10 @@ class Teeth3DSDataset:
         if not 0 <= index < len(self):
             raise IndexError(f"index {index} out of range for {len(self)} scans")
         identities = self.labels_are_identities(index)
-        dentition = None
-        if self.dentition_feature and self.mode == "train":  # drawn only here: runs without it keep their stream
-            shown = rng.random() < DENTITION_SHOWN
-            dentition = self.labelled_dentition(index) if shown else None
         item = make_item(self.preprocessed(index), self.names[index], self.num_classes, self.grid_size,
                          self.align, self.mode, rng, self.augment, self.max_points,
                          jaw_feature=self.jaw_feature, missing_teeth=self.missing_teeth if identities else None,
-                         coord_feature=self.coord_feature, dentition_feature=self.dentition_feature,
-                         dentition=dentition)
+                         coord_feature=self.coord_feature)
         item["weight"] = 1.0 if identities else self.position_label_weight
         return item
 
@@ -419,8 +394,7 @@ def make_item(d: Mapping[str, np.ndarray], name: str, num_classes: int, grid_siz
               align: bool = True, mode: str = "test", rng: np.random.Generator | None = None,
               augment: Augment | None = None, max_points: int | None = None,
               jaw_feature: bool = False, missing_teeth: MissingTeeth | None = None,
-              coord_feature: bool = True, dentition_feature: bool = False,
-              dentition: str | None = None) -> dict[str, Any]:
+              coord_feature: bool = True) -> dict[str, Any]:
     """One model input from preprocessed arrays (see :func:`preprocess`): align (optional), centre,
     remove teeth (optional, needs labels), augment (optional), grid sample, point cap. The dataset and
     whole-scan inference both use it, so a user's scan is prepared exactly like the eval split.
@@ -428,9 +402,7 @@ def make_item(d: Mapping[str, np.ndarray], name: str, num_classes: int, grid_siz
     ``jaw_feature`` appends a constant channel, +1 for an upper and -1 for a lower jaw: the 17-class
     scheme gives 11 and 31 one class, and lower teeth are narrower, so without it the network must guess
     the jaw from shape to know where each tooth position lies. ``coord_feature`` false leaves the centred
-    coordinates out of the features (``coord`` still carries them, for the grid and the serialization).
-    ``dentition_feature`` appends a constant channel for ``dentition``: +1 "mixed", -1 "permanent", 0 None or
-    "auto" (not given)."""
+    coordinates out of the features (``coord`` still carries them, for the grid and the serialization)."""
     jaw = str(d["jaw"]) or None
     coord = d["vertices"].astype(np.float64) + d.get("origin", 0.0)  # float64 before rotating and centring
     normal = d["normals"].astype(np.float64)
@@ -461,8 +433,6 @@ def make_item(d: Mapping[str, np.ndarray], name: str, num_classes: int, grid_siz
             raise ValueError(f"{name}: jaw unknown, but the model takes the jaw as input: name the file "
                              "*_upper / *_lower or pass --jaw upper|lower")
         feats.append(np.full((len(c), 1), 1.0 if jaw == "upper" else -1.0, dtype=np.float32))
-    if dentition_feature:
-        feats.append(np.full((len(c), 1), DENTITION_CODES[dentition or "auto"], dtype=np.float32))
     return {
         "coord": c,
         "feat": np.concatenate(feats, 1),

@@ -14,8 +14,6 @@ from .arch import labelled_teeth
 
 # mm: a premolar at least this wide along the arch is a molar (see the module doc: 8.1 vs 9.2 mm)
 MOLAR_MM = 9.0
-# the dentition's input channel (data.dentition_feature): given mixed, given permanent, not given
-DENTITION_CODES = {"mixed": 1.0, "permanent": -1.0, "auto": 0.0}
 
 
 def tooth_widths(aligned: np.ndarray, labels: np.ndarray) -> dict[int, float]:
@@ -43,15 +41,3 @@ def lone_premolar_sides(aligned: np.ndarray, labels: np.ndarray, jaw: str, molar
         if molar == 1:
             sides[quadrant] = behind[1]
     return sides
-
-
-def reference_dentition(aligned: np.ndarray, labels: np.ndarray, jaw: str) -> str | None:
-    """The dentition a reference arch's own numbering gives (``tools/test.py``'s "dentition given" group, and
-    the training value of ``data.dentition_feature``): a side of the pattern whose first molar-sized tooth
-    is numbered 6 reads permanent, 5 mixed; the majority of the sides where they differ (a tie: mixed, the commoner in 3D-IOSSeg: 18 sides to 13);
-    None without the pattern. ``aligned`` (V, 3) the vertices in the canonical frame, ``labels`` FDI."""
-    sides = list(lone_premolar_sides(aligned, labels, jaw).values())
-    if not sides:
-        return None
-    permanent = sum(1 for m in sides if m >= 6)
-    return "permanent" if permanent > len(sides) - permanent else "mixed"

@@ -128,10 +128,10 @@ def prediction_review(pred: Any, jaw: str | None, faces: np.ndarray) -> dict[str
 def dentition_given_columns(model: Any, scan: Any, cfg: dict[str, Any], device: Any, aligned: np.ndarray,
                             num_classes: int) -> dict[str, Any]:
     """For an arch with a side of the lone-premolar pattern, the dentition its reference's own numbering
-    gives (:func:`~pointmamba.data.lone_premolar.reference_dentition`), the per-scan mIoU predicted with it
-    given and whether that prediction is flagged (``dentition_given``, ``miou_given``, ``review_given``; None for other arches)."""
+    gives (:func:`~.dentition.reference_dentition`), the per-scan mIoU predicted with it given and whether
+    that prediction is flagged (``dentition_given``, ``miou_given``, ``review_given``; None for other arches)."""
     from ..data import fdi_to_class
-    from ..data.lone_premolar import reference_dentition
+    from ..inference.dentition import reference_dentition
     from ..inference.pipeline import segment_scan
 
     given = reference_dentition(aligned, scan.labels, scan.jaw)

@@ -166,3 +166,17 @@ def read_dentition_file(path: str | PathLike) -> dict[str, str]:
     from ..data.scan_table import read_scan_table
 
     return read_scan_table(path, "dentition", DENTITIONS)
+
+
+def reference_dentition(aligned: np.ndarray, labels: np.ndarray, jaw: str) -> str | None:
+    """The dentition a reference arch's own numbering gives (``tools/test.py``'s "dentition given" group):
+    a side of the pattern whose first molar-sized tooth is numbered 6 reads permanent, 5 mixed; the
+    majority of the sides where they differ (a tie: mixed, the commoner in 3D-IOSSeg: 18 sides to 13);
+    None without the pattern. ``aligned`` (V, 3) the vertices in the canonical frame, ``labels`` FDI."""
+    from ..data.lone_premolar import lone_premolar_sides
+
+    sides = list(lone_premolar_sides(aligned, labels, jaw).values())
+    if not sides:
+        return None
+    permanent = sum(1 for m in sides if m >= 6)
+    return "permanent" if permanent > len(sides) - permanent else "mixed"

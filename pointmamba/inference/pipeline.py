@@ -149,7 +149,7 @@ def summed_view_probabilities(model: nn.Module, arrays: dict[str, np.ndarray], n
     from .averaged_networks import inference_members
 
     members = inference_members(model, cfg)
-    totals, transform = _summed_networks(members, arrays, name, device, views, str(infer_options(cfg)["dentition"]))
+    totals, transform = _summed_networks(members, arrays, name, device, views)
     total = totals[0]
     for part in totals[1:]:
         total = total + part
@@ -159,29 +159,26 @@ def summed_view_probabilities(model: nn.Module, arrays: dict[str, np.ndarray], n
 
 
 def _summed_networks(members: list[tuple[nn.Module, dict[str, Any]]], arrays: dict[str, np.ndarray], name: str,
-                     device: torch.device, views: list[TestView], dentition: str = "auto"
-                     ) -> tuple[list[np.ndarray], np.ndarray]:
+                     device: torch.device, views: list[TestView]) -> tuple[list[np.ndarray], np.ndarray]:
     """Each network's probabilities summed over ``views``, and the transform to the canonical frame.
 
     The networks of an average see the same points (one grid, one pose): each chunk of views is prepared
     and batched once, with every input channel any of them takes, and each network gets its own columns of
     it. The batch's neighbour maps and curve routes, built by the first network, serve the others (half
-    the preparation of two networks; the probabilities are those of separate batches, bit for bit).
-    ``dentition``: the infer option, the input of a network that takes it (``data.dentition_feature``)."""
+    the preparation of two networks; the probabilities are those of separate batches, bit for bit)."""
     from ..data import collate, mirror_class
     from ..data.dataset import make_item
 
     grids = {float(c["data"]["grid_size"]) for _, c in members}
     if len(grids) > 1:  # different points: nothing to share
-        parts = [_summed_networks([m], arrays, name, device, views, dentition) for m in members]
+        parts = [_summed_networks([m], arrays, name, device, views) for m in members]
         frames = [frame for _, frame in parts]
         if any(not np.allclose(f, frames[0], atol=1e-6) for f in frames[1:]):
             raise ValueError(f"{name}: the averaged networks put the scan in different frames (data sections "
                              "differ in pose alignment): their probabilities cannot be added")
         return [total for (total,), _ in parts], frames[0]
     d = members[0][1]["data"]
-    union = {key: any(input_features(c["data"])[key] for _, c in members)
-             for key in ("coord_feature", "jaw_feature", "dentition_feature")}
+    union = {key: any(input_features(c["data"])[key] for _, c in members) for key in ("coord_feature", "jaw_feature")}
     takes = [input_columns(union, c["data"]) for _, c in members]
     totals: list[np.ndarray | None] = [None] * len(members)
     transform = None
@@ -190,7 +187,7 @@ def _summed_networks(members: list[tuple[nn.Module, dict[str, Any]]], arrays: di
         with timed("preprocess"):
             items = [make_item(arrays, name=name, num_classes=d["num_classes"], grid_size=d["grid_size"],
                                align=d["align"], mode="test", rng=np.random.default_rng(0), augment=view,
-                               dentition=dentition, **union) for view in chunk]
+                               **union) for view in chunk]
             batch = collate(items).to(device)
         full = batch.feat
         for k, (net, net_cfg) in enumerate(members):

@@ -13,7 +13,7 @@ numbers are positions, not identities.
 
 ``--mixed`` fits the child's priors instead (``FITTED_MIXED``, used where the dentition is given as
 ``mixed``): on the identity-labelled arches whose own numbering reads the lone-premolar pattern as a mixed
-dentition (:func:`~pointmamba.data.lone_premolar.reference_dentition`), identity-labelled roots only (a
+dentition (:func:`~pointmamba.inference.dentition.reference_dentition`), identity-labelled roots only (a
 complete position-labelled arch that reads so is an adult's closed extraction). ``FITTED_MIXED`` leaves out the
 val patients of both splits:
 
@@ -39,7 +39,7 @@ def main() -> None:
     from pointmamba.utils.atomic_file import atomic_write
     from pointmamba.config import load_config
     from pointmamba.inference.arch_priors import fit_child_priors, fit_priors
-    from pointmamba.data.lone_premolar import reference_dentition
+    from pointmamba.inference.dentition import reference_dentition
     from pointmamba.training.data_builders import build_dataset
 
     cfg = load_config(args.config, args.overrides)

@@ -97,24 +97,25 @@ def test_fit_child_priors_pools_the_molars_over_the_jaws() -> None:
     assert 5.0 < table["lower"]["width_mean_5"] < 9.0 and 5.0 < table["upper"]["width_mean_5"] < 9.0
 
 
-def _refined(missing, dentition: str, child: bool):
+def _refined(missing: tuple[int, ...], dentition: str, child: bool) -> dict[int, int]:
+    """Each true tooth's number after the pipeline's numbering of a synthetic lower arch (no graph cut)."""
     scan = synthetic_jaw(0, "lower", n_vertices=8000, missing=missing, pose="canonical")
     classes = fdi_to_class(scan.labels, "lower", 17)
     probs = np.full((len(classes), 17), 0.2 / 16)
     probs[np.arange(len(classes)), classes] = 0.8
     options = infer_options({"infer": {"dentition": dentition, "child_priors": child, "graph_cut": False}})
-    labels, numbering, _ = refine_either_jaw(probs, scan.vertices, scan.faces, vertex_normals(scan.vertices, scan.faces),
-                                             "lower", 17, options)
+    normals = vertex_normals(scan.vertices, scan.faces)
+    labels, _, _ = refine_either_jaw(probs, scan.vertices, scan.faces, normals, "lower", 17, options)
     fdi = class_to_fdi(labels, "lower", 17)
-    return scan, {int(t): int(np.bincount(fdi[scan.labels == t]).argmax()) for t in np.unique(scan.labels) if t > 0}
+    return {int(t): int(np.bincount(fdi[scan.labels == t]).argmax()) for t in np.unique(scan.labels) if t > 0}
 
 
 def test_through_the_pipeline_a_pattern_arch_given_mixed_reads_mixed_and_others_are_untouched() -> None:
     # canine, one premolar-sized tooth (35), molars 36, 37 on each side: given mixed, 34, 35, 36
-    _, with_child = _refined((34, 44, 38, 48), "mixed", True)
+    with_child = _refined((34, 44, 38, 48), "mixed", True)
     assert (with_child[35], with_child[36], with_child[37]) == (34, 35, 36), with_child
     assert (with_child[45], with_child[46], with_child[47]) == (44, 45, 46), with_child
     # an arch without the pattern, given mixed: the numbers are those without a dentition
-    _, plain = _refined((38, 48), "auto", False)
-    _, given = _refined((38, 48), "mixed", True)
+    plain = _refined((38, 48), "auto", False)
+    given = _refined((38, 48), "mixed", True)
     assert given == plain == {t: t for t in plain}

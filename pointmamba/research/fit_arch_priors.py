@@ -14,8 +14,8 @@ numbers are positions, not identities.
 ``--mixed`` fits the child's priors instead (``FITTED_MIXED``, used where the dentition is given as
 ``mixed``): on the identity-labelled arches whose own numbering reads the lone-premolar pattern as a mixed
 dentition (:func:`~pointmamba.inference.dentition.reference_dentition`), identity-labelled roots only (a
-complete position-labelled arch that reads so is an adult's closed extraction). ``FITTED_MIXED`` leaves out the
-val patients of both splits:
+complete position-labelled arch that reads so is an adult's closed extraction). ``FITTED_MIXED`` leaves out
+the val patients of both splits:
 
     python -m pointmamba.research.fit_arch_priors --config configs/shared_data_recipe_all.yaml --mixed \
         --set "data.train_exclude=[MSN021,MSN022,...,IOS093]"    # the val_names of both split configs
@@ -46,7 +46,8 @@ def main() -> None:
     dataset = build_dataset(cfg, "train", train=False)
     arches = [(aligned, labels, jaw) for i, aligned, labels, jaw in dataset.identity_arches()
               # a complete position-labelled arch that reads mixed is an adult's closed extraction, counted
-              if not args.mixed or (dataset.identity_labels[i] and reference_dentition(aligned, labels, jaw) == "mixed")]
+              if not args.mixed
+              or (dataset.identity_labels[i] and reference_dentition(aligned, labels, jaw) == "mixed")]
     if args.mixed:
         print(f"{len(arches)} mixed-dentition arches")
     table = (fit_child_priors if args.mixed else fit_priors)(arches)

@@ -110,11 +110,18 @@ def robust_cost(x: float | np.ndarray, mu: float | np.ndarray, sd: float, nu: fl
     return 0.5 * (nu + 1) * np.log1p(z2 / nu) - norm
 
 
+def presence_costs(missing_rate: float | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(``-log P(missing)``, ``-log P(present)``) of positions missing at ``missing_rate``, floored at
+    MIN_MISSING_RATE and capped at 0.99 (no position is ever certain either way)."""
+    q = np.clip(np.asarray(missing_rate, dtype=np.float64), MIN_MISSING_RATE, 0.99)
+    return -np.log(q), -np.log1p(-q)
+
+
 def priors_from(table: dict[str, Any], jaw: str) -> ArchPriors:
     """:class:`ArchPriors` of ``jaw`` from a table shaped like :data:`FITTED`."""
     t, g = table[jaw], table["gap"]
-    q = np.clip(per_index(t["missing_rate"]), MIN_MISSING_RATE, 0.99)
-    return ArchPriors(per_index(t["width_mean"]), per_index(t["width_sd"]), -np.log(q), -np.log1p(-q),
+    missing, present = presence_costs(per_index(t["missing_rate"]))
+    return ArchPriors(per_index(t["width_mean"]), per_index(t["width_sd"]), missing, present,
                       float(g["touching_mean"]), max(float(g["touching_sd"]), MIN_GAP_SD),
                       float(g["closed_fraction"]), float(g["open_ratio"]), max(float(g["open_sd"]), MIN_GAP_SD))
 
@@ -127,16 +134,15 @@ def default_priors(jaw: str) -> ArchPriors:
 def child_priors(priors: ArchPriors, jaw: str, table: dict[str, Any] | None = None) -> ArchPriors:
     """``priors`` for a child's arch with primary molars (the dentition given as ``mixed``): position 5 is a
     primary second molar, molar-wide (``table[jaw]["width_mean_5"]``), and second and third molars are
-    mostly unerupted (``table["missing_rate"]`` of positions 7 and 8, pooled over the jaws; floored and
-    capped as :func:`priors_from` does). ``table``: :data:`FITTED_MIXED` by default."""
+    mostly unerupted (``table["missing_rate"]`` of positions 7 and 8, pooled over the jaws;
+    :func:`presence_costs`). ``table``: :data:`FITTED_MIXED` by default."""
     t = table or FITTED_MIXED
     width = priors.width_mean.copy()
     width[[index_of_fdi(10 * q + 5) for q in (1, 2)]] = float(t[jaw]["width_mean_5"])  # both sides
     missing, present = priors.missing_cost.copy(), priors.present_cost.copy()
     for position, rate in t["missing_rate"].items():
-        q = float(np.clip(rate, MIN_MISSING_RATE, 0.99))
         for a in (index_of_fdi(10 * quadrant + int(position)) for quadrant in (1, 2)):
-            missing[a], present[a] = -np.log(q), -np.log1p(-q)
+            missing[a], present[a] = presence_costs(rate)
     return replace(priors, width_mean=width, missing_cost=missing, present_cost=present)
 
 

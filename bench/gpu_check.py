@@ -11,7 +11,7 @@
 Rows, each run once for every backend combination reachable here ("where": cpu auto = numba, numba,
 torch: the reference; cpu torch = POINTMAMBA_BACKEND_*=torch on the CPU; cuda torch = the same on CUDA;
 cuda ext = auto on CUDA: mamba-ssm, causal-conv1d, spconv where they import; cuda triton = our Triton
-scan and conv1d, spconv's torch rulebook conv: nothing compiled; backends, agreement and scan speed only):
+scan and conv1d, spconv's torch rulebook conv: nothing compiled; every row, as the others):
 
 - backends: which backend each op takes (``pointmamba.ops.backends``), and why auto fell back;
 - agreement: the same inputs and weights on "where" and on the reference, float32 and under bf16
@@ -933,8 +933,10 @@ def plan(args: argparse.Namespace, size: Sizes, work: Path) -> list[Task]:
             scan_sets.append(find_scan_set(args.scans, size, work, args.quick))
         return training_rows(where, size, scan_sets[0], work)
 
-    tasks += [Task(training_checks(size), w, lambda w=w: train(w), s) for w, s in cuda_rows]
-    for where, skip in cuda_rows:
+    # the Triton rows come last in each group: they are the issue-45 backend, measured beside the others
+    cuda_all = cuda_rows + [(cuda_triton, triton_skip)]
+    tasks += [Task(training_checks(size), w, lambda w=w: train(w), s) for w, s in cuda_all]
+    for where, skip in cuda_all:
         tasks.append(Task(throughput_checks(size), where, lambda w=where: throughput_rows(w, size), skip))
         tasks.append(Task(inference_checks(size), where, lambda w=where: inference_rows(w, size), skip))
     tasks.append(Task([("speed", scan_speed_check(size, "numba"))], cpu_auto,

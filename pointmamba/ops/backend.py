@@ -4,7 +4,7 @@
 |-------------------------------|----------------|-------------------------------------|-----------------------------------|
 | scan (``_SCAN``)              | selective_scan | mamba_ssm, torch, numba, triton     | mamba_ssm > triton > torch / numba |
 | conv1d (``_CONV1D``)          | causal_conv1d  | causal_conv1d, torch, numba, triton | causal_conv1d > triton > torch / numba |
-| spconv (``_SPCONV``)          | sparse_conv    | spconv, torch                       | spconv > torch / torch            |
+| spconv (``_SPCONV``)          | sparse_conv    | spconv, torch, gather               | spconv > torch / torch            |
 
 (a > b: a where it imports, else b)
 
@@ -14,7 +14,9 @@
   ``TRITON_INTERPRET=1`` runs them in Triton's interpreter (the tests);
 - torch: plain torch ops on the tensors' own device (``scan_torch.py``, ``F.conv1d``, our rulebook
   gather + matmul); on other devices than CPU and CUDA auto picks it too;
-- numba: our CPU kernels (fastest on CPU); CUDA tensors make a round trip through the CPU.
+- numba: our CPU kernels (fastest on CPU); CUDA tensors make a round trip through the CPU;
+- gather (spconv only): the gathered conv (``submconv_gather.py``), one matmul per conv on any device: far
+  fewer kernel launches than the rulebook, more arithmetic; chosen only when forced (not yet measured on a GPU).
 
 An environment variable set to anything but ``auto`` forces that backend; a forced backend that cannot
 run raises ``BackendError`` (a ValueError, so the tools print it as one line) saying why. When auto has to
@@ -50,6 +52,7 @@ class Op:
     fallback: str  # what auto uses on CUDA without the extension, in words
     cpu: str  # auto's backend on CPU
     triton: bool = False  # has our Triton kernels
+    more: tuple[str, ...] = ()  # further backends of ours, on any device, taken only when forced
 
     @property
     def env(self) -> str:
@@ -58,13 +61,13 @@ class Op:
     @property
     def choices(self) -> tuple[str, ...]:
         return (("auto", self.extension, "torch") + (("numba",) if self.cpu == "numba" else ())
-                + (("triton",) if self.triton else ()))
+                + (("triton",) if self.triton else ()) + self.more)
 
 
 OPS: dict[str, Op] = {
     "scan": Op("scan", "selective_scan", "mamba_ssm", "mamba-ssm", "the chunked torch scan", "numba", True),
     "conv1d": Op("conv1d", "causal_conv1d", "causal_conv1d", "causal-conv1d", "torch's conv1d", "numba", True),
-    "spconv": Op("spconv", "sparse_conv", "spconv", "spconv-cuXXX", "our torch rulebook conv", "torch"),
+    "spconv": Op("spconv", "sparse_conv", "spconv", "spconv-cuXXX", "our torch rulebook conv", "torch", more=("gather",)),
 }
 
 _imports: dict[str, tuple[Any, str | None]] = {}  # op or "triton" -> (imported function / module or None, why not)

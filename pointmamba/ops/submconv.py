@@ -38,6 +38,7 @@ from torch import Tensor, nn
 
 from ..point.reductions import segment_reduce
 from . import backend
+from .submconv_gather import gather_conv
 
 if TYPE_CHECKING:
     from ..point.batch import PointBatch
@@ -69,6 +70,7 @@ class NeighbourMap:
     pair_in: Tensor
     pair_out: Tensor
     pair_ptr: list[int]
+    table: Tensor | None = None  # (sites, K^3) dense neighbour table, built by the gather backend on first use
 
     @property
     def center(self) -> int:
@@ -301,8 +303,8 @@ def _spconv_conv(feat: Tensor, point: PointBatch, weight: Tensor, bias: Tensor |
 
 
 def sparse_conv_backend(tensor: Tensor) -> str:
-    """The backend ``sparse_conv`` uses for inputs living where ``tensor`` lives: "spconv" or "torch"
-    (see ``backend.py``)."""
+    """The backend ``sparse_conv`` uses for inputs living where ``tensor`` lives: "spconv", "torch" (the
+    rulebook conv) or "gather" (``submconv_gather.py``; see ``backend.py``)."""
     return backend.choose("spconv", tensor.device)
 
 
@@ -310,7 +312,8 @@ def sparse_conv(feat: Tensor, point: PointBatch, weight: Tensor, bias: Tensor | 
     """Submanifold conv of row features ``feat`` (N, Cin) over ``point``'s voxels -> (N, Cout).
 
     ``weight`` (Cout, K, K, K, Cin) (spconv 2.x layout), ``bias`` (Cout,) or None. CUDA tensors go to
-    spconv when it imports, everything else (and CUDA without spconv) to our gather + matmul.
+    spconv when it imports, everything else (and CUDA without spconv) to our rulebook gather + matmul;
+    ``POINTMAMBA_BACKEND_SPCONV=gather`` to the gathered conv (one matmul per conv, ``submconv_gather.py``).
     """
     if weight.dim() != 5 or not (weight.shape[1] == weight.shape[2] == weight.shape[3]):
         raise ValueError(f"sparse_conv: weight must be (Cout, K, K, K, Cin), got {tuple(weight.shape)}")
@@ -320,12 +323,17 @@ def sparse_conv(feat: Tensor, point: PointBatch, weight: Tensor, bias: Tensor | 
         raise ValueError("sparse_conv: the PointBatch has no grid_coord (build it with grid_size or grid_coord)")
     if feat.shape[0] != len(point):
         raise ValueError(f"sparse_conv: feat has {feat.shape[0]} rows but the batch has {len(point)} points")
-    if sparse_conv_backend(feat) == "spconv":
+    name = sparse_conv_backend(feat)
+    if name == "spconv":
         return _spconv_conv(feat, point, weight, bias, _holder if _holder is not None else {})
     nbr = neighbour_map(point, weight.shape[1])
     cdt = torch.float64 if torch.float64 in (feat.dtype, weight.dtype) else torch.float32
     with torch.autocast(device_type=feat.device.type, enabled=False):
-        out = _SubMConvFunction.apply(_to_sites(feat.to(cdt), nbr.site, nbr.num_sites), weight.to(cdt), nbr)
+        site_feat = _to_sites(feat.to(cdt), nbr.site, nbr.num_sites)
+        if name == "gather":
+            out = gather_conv(site_feat, weight.to(cdt), nbr)
+        else:
+            out = _SubMConvFunction.apply(site_feat, weight.to(cdt), nbr)
         if nbr.site is not None:
             out = out[nbr.site]
         return out if bias is None else out + bias.to(cdt)

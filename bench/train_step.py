@@ -1,0 +1,207 @@
+#!/usr/bin/env python3
+"""The recipe's training step on its real scans, taken apart: loader, step, dispatched ops, GPU busy time.
+
+    python bench/train_step.py                                   # the recipe (split B), its own device
+    python bench/train_step.py --backends torch gather --json F  # each sparse-conv backend in turn
+    python bench/train_step.py --config CFG --set data.num_workers=8 --steps 30
+
+Issue 45 asks for a 0.12 s recipe step on a lent GPU; with the Triton scan it stayed at 0.5-0.67 s, though
+the same network trains synthetic 96k-point batches at 0.29 s a step (``docs/results/gpu/README.md``). These
+rows say where the time goes, one row per ``POINTMAMBA_BACKEND_SPCONV`` value asked (the scan and conv1d
+stay as the environment sets them):
+
+- ``loader_s``: seconds per batch of the training DataLoader alone (``data.num_workers`` as configured,
+  workers started before the clock);
+- ``step_s``: median seconds of a training step on batches already loaded, as the trainer runs it (forward
+  under its autocast, the loss, backward, grad clip, fused AdamW), the device synchronised around each;
+- ``ops`` / ``host_waits``: aten calls dispatched in one step (a TorchDispatchMode count: on CUDA each is a
+  kernel launch or a view) and those that make the host wait for the device (``.item()``, ``nonzero``,
+  ``unique``);
+- CUDA only, from ``torch.profiler`` over 3 steps: ``gpu_busy_s`` (kernel time per step), ``kernels`` per
+  step, and the ten kernels and ten CPU ops that take longest (in the JSON).
+
+Reading: ``step_s`` well above ``gpu_busy_s`` means the step waits on the host (launches, Python, waits),
+not on the GPU's arithmetic; ``loader_s`` above ``step_s`` means the loader starves it.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from pointmamba.utils.cpu_runtime import tune_cpu_runtime  # noqa: E402
+
+tune_cpu_runtime()  # as tools/ do, before torch is imported
+
+import torch  # noqa: E402
+from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
+
+RECIPE = ROOT / "configs" / "shared_data_recipe_split2.yaml"
+HOST_WAITS = {"_local_scalar_dense", "nonzero", "unique", "_unique2", "unique_consecutive", "unique_dim", "masked_select"}
+
+
+class OpCount(TorchDispatchMode):
+    """Counts the aten calls dispatched inside it, by name."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops: Counter = Counter()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204
+        self.ops[func.__name__.split(".")[0]] += 1
+        return func(*args, **(kwargs or {}))
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def make_step(cfg: dict[str, Any], device: torch.device):  # noqa: ANN201
+    """The trainer's step (loss, backward, clip, optimizer) on a fresh seeded network of ``cfg``."""
+    from pointmamba.models.network import build_model
+    from pointmamba.training.loss import segmentation_loss
+    from pointmamba.training.optim import build_optimizer
+    from pointmamba.utils.device import autocast
+
+    torch.manual_seed(cfg["seed"])
+    model = build_model(cfg).to(device).train()
+    optimizer = build_optimizer(model, cfg)
+    t = cfg["train"]
+    amp = bool(t["amp"]) and device.type == "cuda"
+
+    def step(batch: Any) -> float:
+        with autocast(device, amp):
+            logits = model(batch)
+        loss = segmentation_loss(logits, batch.extra["segment"], t["label_smoothing"])
+        loss.backward()
+        if t["grad_clip"] > 0:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), t["grad_clip"])
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        return float(loss.detach())  # the trainer reads the loss every step too
+
+    return step
+
+
+def loader_seconds(dataset: Any, cfg: dict[str, Any], batches: int) -> tuple[float, list[Any]]:
+    """Seconds per batch of a training DataLoader over ``dataset``, and the batches it gave."""
+    from torch.utils.data import DataLoader
+
+    from pointmamba.data import collate
+
+    loader = DataLoader(dataset, batch_size=cfg["train"]["batch_size"], shuffle=True, collate_fn=collate,
+                        num_workers=cfg["data"]["num_workers"], generator=torch.Generator().manual_seed(0))
+    def endless():  # noqa: ANN202 - a small set runs out of batches before the steps do
+        while True:
+            yield from loader
+
+    it = endless()
+    got = [next(it)]  # the workers' start is not the steady state
+    t0 = time.perf_counter()
+    got += [next(it) for _ in range(batches)]
+    return (time.perf_counter() - t0) / batches, got
+
+
+def cuda_profile(step: Any, batches: list[Any], device: torch.device) -> dict[str, Any]:
+    """Kernel time and count per step, and the longest kernels and CPU ops, over ``len(batches)`` steps."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for b in batches:
+            step(b)
+        sync(device)
+    kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    n = len(batches)
+    averages = prof.key_averages()
+    top_gpu = sorted(averages, key=lambda e: -e.self_device_time_total)[:10]
+    top_cpu = sorted(averages, key=lambda e: -e.self_cpu_time_total)[:10]
+    return {"gpu_busy_s": sum(e.device_time_total for e in kernels) / 1e6 / n, "kernels": len(kernels) / n,
+            "top_kernels": [[e.key, e.count // n, e.self_device_time_total / 1e3 / n] for e in top_gpu],
+            "top_cpu_ops": [[e.key, e.count // n, e.self_cpu_time_total / 1e3 / n] for e in top_cpu]}
+
+
+def measure(cfg: dict[str, Any], device: torch.device, backend_name: str, steps: int, dataset: Any) -> dict[str, Any]:
+    """One row: ``POINTMAMBA_BACKEND_SPCONV=backend_name`` for the step."""
+    os.environ["POINTMAMBA_BACKEND_SPCONV"] = backend_name
+    loader_s, batches = loader_seconds(dataset, cfg, steps)
+    batches = [b.to(device) for b in batches]
+    step = make_step(cfg, device)
+    step(batches[0])  # compiles (Triton, numba) and builds caches outside the clock
+    seconds = []
+    for b in batches[1:]:
+        sync(device)
+        t0 = time.perf_counter()
+        step(b)
+        sync(device)
+        seconds.append(time.perf_counter() - t0)
+    with OpCount() as count:
+        step(batches[0])
+    row: dict[str, Any] = {
+        "spconv": backend_name, "device": str(device), "steps": len(seconds),
+        "points_per_step": statistics.mean(len(b) for b in batches), "loader_s": loader_s,
+        "step_s": statistics.median(seconds), "step_min_s": min(seconds),
+        "ops": sum(count.ops.values()), "host_waits": sum(v for k, v in count.ops.items() if k in HOST_WAITS),
+        "top_ops": count.ops.most_common(12),
+    }
+    if device.type == "cuda":
+        row.update(cuda_profile(step, batches[1:4], device))
+    return row
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--config", type=Path, default=RECIPE)
+    parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="config overrides")
+    parser.add_argument("--steps", type=int, default=20, help="timed steps per backend (default 20)")
+    parser.add_argument("--backends", nargs="+", default=["torch", "gather"], help="POINTMAMBA_BACKEND_SPCONV values")
+    parser.add_argument("--device", default="auto", help="auto (cuda where available), cpu or cuda")
+    parser.add_argument("--json", type=Path, help="also write the rows here")
+    args = parser.parse_args(argv)
+    if args.steps < 2:
+        parser.error("--steps must be >= 2 (the first step compiles)")
+
+    from pointmamba.config import load_config
+    from pointmamba.ops import backend
+    from pointmamba.training.data_builders import build_dataset
+
+    cfg = load_config(args.config, args.set)
+    device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available() else
+                          ("cpu" if args.device == "auto" else args.device))
+    dataset = build_dataset(cfg, "train", True)
+    if hasattr(dataset, "set_epoch"):
+        dataset.set_epoch(0)
+    saved = os.environ.get("POINTMAMBA_BACKEND_SPCONV")
+    rows = []
+    try:
+        for name in args.backends:
+            row = measure(cfg, device, name, args.steps, dataset)
+            row["backends"] = backend.backends(device)
+            rows.append(row)
+            gpu = f", GPU busy {row['gpu_busy_s']:.3f} s, {row['kernels']:.0f} kernels" if "gpu_busy_s" in row else ""
+            print(f"spconv={name:7s} {row['device']}: step {row['step_s']:.3f} s (min {row['step_min_s']:.3f}), "
+                  f"loader {row['loader_s']:.3f} s/batch, {row['points_per_step']:.0f} points, "
+                  f"{row['ops']} ops, {row['host_waits']} host waits{gpu}", flush=True)
+    finally:
+        if saved is None:
+            os.environ.pop("POINTMAMBA_BACKEND_SPCONV", None)
+        else:
+            os.environ["POINTMAMBA_BACKEND_SPCONV"] = saved
+    if args.json:
+        env = {"torch": torch.__version__, "cuda": torch.version.cuda,
+               "gpu": torch.cuda.get_device_name(0) if device.type == "cuda" else None,
+               "config": str(args.config), "overrides": args.set}
+        args.json.write_text(json.dumps({"environment": env, "rows": rows}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -11,7 +11,8 @@
 Rows, each run once for every backend combination reachable here ("where": cpu auto = numba, numba,
 torch: the reference; cpu torch = POINTMAMBA_BACKEND_*=torch on the CPU; cuda torch = the same on CUDA;
 cuda ext = auto on CUDA: mamba-ssm, causal-conv1d, spconv where they import; cuda triton = our Triton
-scan and conv1d, spconv's torch rulebook conv: nothing compiled; every row, as the others):
+scan and conv1d, our rulebook sparse conv (or the gathered one, --triton-sparse-conv gather): nothing
+compiled; every row, as the others):
 
 - backends: which backend each op takes (``pointmamba.ops.backends``), and why auto fell back;
 - agreement: the same inputs and weights on "where" and on the reference, float32 and under bf16
@@ -203,6 +204,7 @@ class Where:
 
 
 REFERENCE = Where("cpu", "auto")
+TRITON_SPCONV = ["torch"]  # the sparse conv beside the Triton kernels (--triton-sparse-conv): nothing compiled either way
 
 
 @contextlib.contextmanager
@@ -212,7 +214,7 @@ def using(where: Where) -> Iterator[None]:
     value = "torch" if where.backends == "torch" and not where.stand_in else "auto"
     values = {k: value for k in ENV_KEYS}
     if where.backends == "triton" and not where.stand_in:
-        values = {k: "torch" if k.endswith("SPCONV") else "triton" for k in ENV_KEYS}
+        values = {k: TRITON_SPCONV[0] if k.endswith("SPCONV") else "triton" for k in ENV_KEYS}
     saved = {k: os.environ.get(k) for k in ENV_KEYS}
     os.environ.update(values)
     try:
@@ -1020,9 +1022,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, help="training steps of the training run (default 300; quick 2)")
     parser.add_argument("--work-dir", type=Path, help="keep the training runs and logs here (default: a temporary folder)")
     parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's)")
+    parser.add_argument("--triton-sparse-conv", choices=("torch", "gather"), default="torch",
+                        help="the sparse conv of the cuda-triton rows: our rulebook conv (default) or the gathered conv")
     parser.add_argument("--stand-in", action="store_true",
                         help="without CUDA, run the CUDA rows' code on the CPU (for tests of this tool)")
     args = parser.parse_args(argv)
+    TRITON_SPCONV[0] = args.triton_sparse_conv
     if args.json is not None:
         check_output_path(args.json)
     if args.scans is not None and len(_patients(args.scans)[1]) < 2:

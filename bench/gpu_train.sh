@@ -9,7 +9,8 @@
 # slowest probe's seconds per step it sets the epochs that fit in what is left of GPU_TRAIN_SECONDS
 # (at most GPU_TRAIN_MAX_EPOCHS; GPU_TRAIN_EPOCHS fixes them instead, and a run whose own settings name
 # train.epochs keeps them, capped to what fits). All runs then train side by side. Each one's
-# float16 model file (pointmamba-export-model), train.log and metrics.jsonl come back under $OUT. Seeds, data
+# float16 model file (pointmamba-export-model) and NAME.logs.tar.gz (train.log, metrics.jsonl, its output)
+# come back under $OUT. Seeds, data
 # and every other setting are the config's: a CUDA run differs from a CPU one only by bf16 autocast
 # (train.amp) and the GPU's arithmetic.
 set -euo pipefail
@@ -111,9 +112,11 @@ Teeth3DSDataset(['../shared/data/scans', '../shared/data/iosseg'], split='all').
     done
     for n in "${names[@]}"; do
         tail -3 "$STATE/$n/train.log" 2>/dev/null | sed "s/^/  $n: /" || true
-        cp "$STATE/$n/train.log" "$out/$n.train.log" 2>/dev/null || true
-        cp "$STATE/$n/metrics.jsonl" "$out/$n.metrics.jsonl" 2>/dev/null || true
-        tail -c 200000 "$STATE/$n.out" > "$out/$n.out" 2>/dev/null || true
+        # one archive of logs a run: at most 8 files come back from a call
+        mkdir -p "$STATE/logs_$n"
+        cp "$STATE/$n/train.log" "$STATE/$n/metrics.jsonl" "$STATE/logs_$n/" 2>/dev/null || true
+        tail -c 200000 "$STATE/$n.out" > "$STATE/logs_$n/$n.out" 2>/dev/null || true
+        tar -C "$STATE/logs_$n" -czf "$out/$n.logs.tar.gz" . 2>/dev/null || true
         if [ -f "$STATE/$n/last.pth" ]; then
             (cd "$ROOT" && $PY -m pointmamba.cli.export_model "$STATE/$n/last.pth" --out "$out/$n.pth" \
                 --note "bench/gpu_train.sh on $($PY -c 'import torch; print(torch.cuda.get_device_name(0))')") \

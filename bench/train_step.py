@@ -157,6 +157,26 @@ def measure(cfg: dict[str, Any], device: torch.device, backend_name: str, steps:
     return row
 
 
+GATHER_SPEEDUP = 1.15  # the gathered conv's pre-registered rule (docs/results/gpu/README.md, 2026-11-27)
+
+
+def gather_rule(train_step_json: str | Path, gpu_check_json: str | Path) -> tuple[bool, str]:
+    """The gathered conv's pre-registered rule from this script's rows and ``gpu_check.py --sections
+    agreement``'s rows run with it forced: its step at least GATHER_SPEEDUP x the rulebook's, and every
+    agreement row inside its tolerance (rows that need the shipped model, left behind when the data is
+    carried, do not count). (holds, the sentence saying why)."""
+    rows = {r["spconv"]: r for r in json.loads(Path(train_step_json).read_text())["rows"]}
+    checks = [r for r in json.loads(Path(gpu_check_json).read_text())["rows"] if r["section"] == "agreement"]
+    counted = [r for r in checks if "teeth17_shared_data.pth" not in r["status"]]
+    bad = [f"{r['check']}: {r['status']}" for r in counted if r["status"] != "ok"]
+    ratio = rows["torch"]["step_s"] / rows["gather"]["step_s"]
+    holds = bool(counted) and not bad and ratio >= GATHER_SPEEDUP
+    why = (f"gather: step {ratio:.2f}x the rulebook's (>= {GATHER_SPEEDUP} asked), {len(counted)} agreement rows"
+           + (f", outside: {'; '.join(bad)}" if bad else (" inside" if counted else " (none ran)"))
+           + f": the rule {'holds' if holds else 'fails'}")
+    return holds, why
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", type=Path, default=RECIPE)

@@ -57,3 +57,28 @@ def test_cuda_profile_runs_where_there_is_no_gpu(tmp_path: Path, monkeypatch: py
     out = train_step.cuda_profile(train_step.make_step(cfg, torch.device("cpu")), batches[:2], torch.device("cpu"))
     assert out["kernels"] == 0 and out["gpu_busy_s"] == 0
     assert len(out["top_cpu_ops"]) == 10 and all(ms >= 0 for _, _, ms in out["top_cpu_ops"])
+
+
+def _rule_files(tmp_path: Path, torch_s: float, gather_s: float, statuses: list[str]) -> tuple[Path, Path]:
+    steps, checks = tmp_path / "steps.json", tmp_path / "checks.json"
+    steps.write_text(json.dumps({"rows": [{"spconv": "torch", "step_s": torch_s}, {"spconv": "gather", "step_s": gather_s}]}))
+    checks.write_text(json.dumps({"rows": [{"section": "agreement", "check": f"c{i}", "status": s}
+                                           for i, s in enumerate(statuses)] + [{"section": "speed", "status": "MISS"}]}))
+    return steps, checks
+
+
+@pytest.mark.parametrize("torch_s, gather_s, statuses, holds", [
+    (0.50, 0.40, ["ok", "ok"], True),                       # 1.25x, inside
+    (0.50, 0.45, ["ok", "ok"], False),                      # 1.11x: not fast enough
+    (0.50, 0.40, ["ok", "FAIL"], False),                    # a tolerance exceeded
+    (0.50, 0.40, ["ok", "error: CheckpointError: checkpoint not found: /r/pointmamba/checkpoints/teeth17_shared_data.pth"],
+     True),                                                 # the shipped model left behind: not counted
+    (0.50, 0.40, ["error: CheckpointError: checkpoint not found: /r/teeth17_shared_data.pth"], False),  # nothing ran
+])
+def test_gather_rule(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, torch_s: float, gather_s: float,
+                     statuses: list[str], holds: bool) -> None:
+    monkeypatch.setenv("POINTMAMBA_CPU_TUNING", "0")
+    monkeypatch.syspath_prepend(str(BENCH))
+    train_step = importlib.import_module("train_step")
+    got, why = train_step.gather_rule(*_rule_files(tmp_path, torch_s, gather_s, statuses))
+    assert got is holds and ("holds" if holds else "fails") in why

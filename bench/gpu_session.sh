@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# A 15-minute GPU session with nothing to compile (issue 45), in two device calls; docs/gpu_runbook.md.
+#
+#   bash bench/gpu_session.sh prepare                 # HERE: wheels + data into .gpu_train/ (ignored by git)
+#   bash bench/gpu_session.sh train NAME:CONFIG[:k=v,...] ...   # DEVICE call 1, carry [".gpu_train"], the
+#        # shipped model moved aside (64 MiB): the recipe's step taken apart per sparse-conv backend
+#        # (bench/train_step.py), the gathered conv's agreement rows, its pre-registered rule applied, then
+#        # bench/gpu_train.sh with what is left of GPU_SESSION_SECONDS
+#   bash bench/gpu_session.sh check                   # DEVICE call 2, carry [".gpu_train/whl"] (the data
+#        # would not fit beside the model), the shipped model back: gpu_check's Triton rows, every section
+#        # (GPU_SESSION_SPARSE_CONV=gather before it where call 1 said the rule holds)
+#
+# Everything lands in $OUT; each step has its own timeout so the call returns inside run's 600 s.
+set -uo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+CARRY=$ROOT/.gpu_train
+PY=${PYTHON:-python3}
+START=$(date +%s)
+BUDGET=${GPU_SESSION_SECONDS:-560}
+OUTDIR=${OUT:-/tmp/pm_gpu_session}
+
+say() { echo "[gpu_session $(date +%H:%M:%S) +$(( $(date +%s) - START ))s] $*"; }
+left() { echo $(( BUDGET - ($(date +%s) - START) )); }
+
+prepare() {
+    mkdir -p "$CARRY/whl"
+    local tags="--only-binary=:all: --python-version 3.12 --implementation cp --platform manylinux_2_17_x86_64
+        --platform manylinux2014_x86_64 --platform any"
+    # shellcheck disable=SC2086
+    $PY -m pip download -q --no-deps $tags -d "$CARRY/whl" PyMaxflow==1.3.2 plyfile==1.1.5
+    # no cp312 wheel of gco-wrapper: its sdist builds on the device with the image's Cython, in seconds
+    $PY -m pip download -q --no-deps --no-binary gco-wrapper -d "$CARRY/whl" gco-wrapper==3.0.9
+    bash "$ROOT/bench/gpu_train.sh" prepare
+    du -sh "$CARRY"/* | sed 's/^/  /'
+}
+
+deps() {
+    $PY -m pip install -q --no-index --no-deps --no-build-isolation --target /tmp/pm_site "$CARRY"/whl/*.whl \
+        "$CARRY"/whl/gco-wrapper-*.tar.gz 2>&1 | tail -2
+    export PYTHONPATH=/tmp/pm_site${PYTHONPATH:+:$PYTHONPATH}
+    $PY -c "import gco, maxflow, plyfile, torch, triton; print('deps: torch', torch.__version__, 'triton', triton.__version__, torch.cuda.get_device_name(0))"
+}
+
+# the recipe's step per sparse-conv backend, then the gathered conv's agreement; prints the backend to train with
+measure() {
+    (cd "$ROOT" && timeout 150 $PY bench/train_step.py --backends torch gather --steps 20 \
+        --json "$OUTDIR/train_step.json") > "$OUTDIR/train_step.log" 2>&1
+    cat "$OUTDIR/train_step.log" >&2
+    (cd "$ROOT" && timeout 150 $PY bench/gpu_check.py --where cuda-triton --triton-sparse-conv gather \
+        --sections agreement --json "$OUTDIR/gpu_check_gather.json") > "$OUTDIR/gpu_check_gather.log" 2>&1
+    tail -16 "$OUTDIR/gpu_check_gather.log" >&2
+    # one archive: at most 8 files come back from a call (the models and each run's logs come after)
+    tar -C "$OUTDIR" -czf "$OUTDIR/measure.tar.gz" train_step.json train_step.log gpu_check_gather.json \
+        gpu_check_gather.log 2>/dev/null && cp "$OUTDIR/train_step.json" "$OUTDIR/gpu_check_gather.json" /tmp/ \
+        && rm -f "$OUTDIR"/train_step.* "$OUTDIR"/gpu_check_gather.*
+    (cd "$ROOT" && $PY -c "import sys; sys.path.insert(0, 'bench'); import train_step
+holds, why = train_step.gather_rule('/tmp/train_step.json', '/tmp/gpu_check_gather.json')
+print(why, file=sys.stderr); print('gather' if holds else 'torch')")
+}
+
+train() {
+    [ $# -ge 1 ] || { echo "usage: bash bench/gpu_session.sh train NAME:CONFIG[:k=v,...] ..." >&2; exit 2; }
+    mkdir -p "$OUTDIR"
+    deps
+    local data=$ROOT/../shared/data
+    [ -d "$data/iosseg" ] || { mkdir -p "$data" && tar -xJf "$CARRY/data.tar.xz" -C "$data"; }
+    local spconv
+    spconv=$(measure) || spconv=torch
+    say "training with POINTMAMBA_BACKEND_SPCONV=${spconv:-torch}; $(left) s left"
+    POINTMAMBA_BACKEND_SPCONV=${spconv:-torch} GPU_TRAIN_SECONDS=$(( $(left) - 10 )) bash "$ROOT/bench/gpu_train.sh" run "$@"
+}
+
+check() {
+    mkdir -p "$OUTDIR"
+    deps
+    (cd "$ROOT" && timeout $(( $(left) - 15 )) $PY bench/gpu_check.py --where cuda-triton \
+        --triton-sparse-conv "${GPU_SESSION_SPARSE_CONV:-torch}" --json "$OUTDIR/gpu_check_triton.json") 2>&1 | tee "$OUTDIR/gpu_check_triton.log" | tail -40
+}
+
+case "${1:-}" in
+    prepare) prepare ;;
+    train) shift; train "$@" ;;
+    check) check ;;
+    *) echo "usage: bash bench/gpu_session.sh prepare | train NAME:CONFIG[:k=v,...] ... | check" >&2; exit 2 ;;
+esac

@@ -4,6 +4,7 @@
     python bench/train_step.py                                   # the recipe (split B), its own device
     python bench/train_step.py --backends torch gather --json F  # each sparse-conv backend in turn
     python bench/train_step.py --config CFG --set data.num_workers=8 --steps 30
+    python bench/train_step.py --backends gather --compile blocks   # torch.compile on each Mamba block
 
 Issue 45 asks for a 0.12 s recipe step on a lent GPU; with the Triton scan it stayed at 0.5-0.67 s, though
 the same network trains synthetic 96k-point batches at 0.29 s a step (``docs/results/gpu/README.md``). These
@@ -17,6 +18,7 @@ stay as the environment sets them):
 - ``ops`` / ``host_waits``: aten calls dispatched in one step (a TorchDispatchMode count: on CUDA each is a
   kernel launch or a view) and those that make the host wait for the device (``.item()``, ``nonzero``,
   ``unique``);
+- ``first_step_s``: the first step, compiles included (Triton, numba; torch.compile with ``--compile blocks``);
 - CUDA only, from ``torch.profiler`` over 3 steps: ``gpu_busy_s`` (kernel time per step), ``kernels`` per
   step, and the ten kernels and ten CPU ops that take longest (in the JSON).
 
@@ -65,8 +67,10 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def make_step(cfg: dict[str, Any], device: torch.device):  # noqa: ANN201
-    """The trainer's step (loss, backward, clip, optimizer) on a fresh seeded network of ``cfg``."""
+def make_step(cfg: dict[str, Any], device: torch.device, compile_blocks: bool = False):  # noqa: ANN201
+    """The trainer's step (loss, backward, clip, optimizer) on a fresh seeded network of ``cfg``;
+    ``compile_blocks``: each Mamba block's forward through ``torch.compile`` (dynamic shapes: every batch
+    has its own number of points; our scan and conv1d stay outside the graphs as they are)."""
     from pointmamba.models.network import build_model
     from pointmamba.training.loss import segmentation_loss
     from pointmamba.training.optim import build_optimizer
@@ -74,6 +78,12 @@ def make_step(cfg: dict[str, Any], device: torch.device):  # noqa: ANN201
 
     torch.manual_seed(cfg["seed"])
     model = build_model(cfg).to(device).train()
+    if compile_blocks:
+        from pointmamba.models.mamba_block import MambaBlock
+
+        for module in model.modules():
+            if isinstance(module, MambaBlock):
+                module.forward = torch.compile(module.forward, dynamic=True)
     optimizer = build_optimizer(model, cfg)
     t = cfg["train"]
     amp = bool(t["amp"]) and device.type == "cuda"
@@ -129,13 +139,18 @@ def cuda_profile(step: Any, batches: list[Any], device: torch.device) -> dict[st
             "top_cpu_ops": [[e.key, e.count // n, e.self_cpu_time_total / 1e3 / n] for e in top_cpu]}
 
 
-def measure(cfg: dict[str, Any], device: torch.device, backend_name: str, steps: int, dataset: Any) -> dict[str, Any]:
+def measure(cfg: dict[str, Any], device: torch.device, backend_name: str, steps: int, dataset: Any,
+            compile_blocks: bool = False) -> dict[str, Any]:
     """One row: ``POINTMAMBA_BACKEND_SPCONV=backend_name`` for the step."""
     os.environ["POINTMAMBA_BACKEND_SPCONV"] = backend_name
     loader_s, batches = loader_seconds(dataset, cfg, steps)
     batches = [b.to(device) for b in batches]
-    step = make_step(cfg, device)
-    step(batches[0])  # compiles (Triton, numba) and builds caches outside the clock
+    step = make_step(cfg, device, compile_blocks)
+    sync(device)
+    t0 = time.perf_counter()
+    step(batches[0])  # compiles (Triton, numba, torch.compile) and builds caches outside the step's clock
+    sync(device)
+    first_s = time.perf_counter() - t0
     seconds = []
     for b in batches[1:]:
         sync(device)
@@ -146,7 +161,8 @@ def measure(cfg: dict[str, Any], device: torch.device, backend_name: str, steps:
     with OpCount() as count:
         step(batches[0])
     row: dict[str, Any] = {
-        "spconv": backend_name, "device": str(device), "steps": len(seconds),
+        "spconv": backend_name, "compile": "blocks" if compile_blocks else "none", "device": str(device),
+        "steps": len(seconds), "first_step_s": first_s,
         "points_per_step": statistics.mean(len(b) for b in batches), "loader_s": loader_s,
         "step_s": statistics.median(seconds), "step_min_s": min(seconds),
         "ops": sum(count.ops.values()), "host_waits": sum(v for k, v in count.ops.items() if k in HOST_WAITS),
@@ -184,6 +200,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=20, help="timed steps per backend (default 20)")
     parser.add_argument("--backends", nargs="+", default=["torch", "gather"], help="POINTMAMBA_BACKEND_SPCONV values")
     parser.add_argument("--device", default="auto", help="auto (cuda where available), cpu or cuda")
+    parser.add_argument("--compile", choices=("none", "blocks"), default="none",
+                        help="blocks: each Mamba block through torch.compile (issue 45: does it earn its place?)")
     parser.add_argument("--json", type=Path, help="also write the rows here")
     args = parser.parse_args(argv)
     if args.steps < 2:
@@ -203,11 +221,12 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     try:
         for name in args.backends:
-            row = measure(cfg, device, name, args.steps, dataset)
+            row = measure(cfg, device, name, args.steps, dataset, args.compile == "blocks")
             row["backends"] = backend.backends(device)
             rows.append(row)
             gpu = f", GPU busy {row['gpu_busy_s']:.3f} s, {row['kernels']:.0f} kernels" if "gpu_busy_s" in row else ""
-            print(f"spconv={name:7s} {row['device']}: step {row['step_s']:.3f} s (min {row['step_min_s']:.3f}), "
+            print(f"spconv={name:7s} compile={row['compile']} {row['device']}: step {row['step_s']:.3f} s "
+                  f"(min {row['step_min_s']:.3f}, first {row['first_step_s']:.1f}), "
                   f"loader {row['loader_s']:.3f} s/batch, {row['points_per_step']:.0f} points, "
                   f"{row['ops']} ops, {row['host_waits']} host waits{gpu}", flush=True)
     finally:

@@ -82,3 +82,24 @@ def test_gather_rule(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, torch_s: f
     train_step = importlib.import_module("train_step")
     got, why = train_step.gather_rule(*_rule_files(tmp_path, torch_s, gather_s, statuses))
     assert got is holds and ("holds" if holds else "fails") in why
+
+
+@pytest.mark.slow  # torch.compile's first step builds C++ kernels: about a minute on 2 cores
+def test_compiled_blocks_train_the_same(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--compile blocks: each Mamba block through torch.compile, the step's loss as in eager mode."""
+    import torch
+
+    from pointmamba.config import load_config
+    from pointmamba.training.data_builders import build_dataset
+
+    monkeypatch.setenv("POINTMAMBA_CPU_TUNING", "0")
+    monkeypatch.syspath_prepend(str(BENCH))
+    sys.modules.pop("train_step", None)
+    train_step = importlib.import_module("train_step")
+    root = write_synthetic(tmp_path / "synth")
+    cfg = load_config(None, tiny_overrides(root, tmp_path / "work") + ["data.num_workers=0", "model.drop_path=0.0"])
+    _, batches = train_step.loader_seconds(build_dataset(cfg, "train", True), cfg, 2)
+    losses = [[train_step.make_step(cfg, torch.device("cpu"), compiled)(b) for b in batches[:2]] for compiled in (False, True)]
+    assert losses[1] == pytest.approx(losses[0], rel=1e-4)
+    row = train_step.measure(cfg, torch.device("cpu"), "torch", 2, build_dataset(cfg, "train", True), compile_blocks=True)
+    assert row["compile"] == "blocks" and row["first_step_s"] > row["step_s"] > 0

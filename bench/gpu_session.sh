@@ -7,7 +7,8 @@
 #        # (bench/train_step.py), the gathered conv's agreement rows, its pre-registered rule applied, then
 #        # bench/gpu_train.sh with what is left of GPU_SESSION_SECONDS
 #   bash bench/gpu_session.sh check                   # DEVICE call 2, carry [".gpu_train/whl"] (the data
-#        # would not fit beside the model), the shipped model back: gpu_check's Triton rows, every section
+#        # would not fit beside the model), the shipped model back: the step with torch.compile on the Mamba
+#        # blocks (where call 1's data is still there), then gpu_check's Triton rows, every section
 #        # (GPU_SESSION_SPARSE_CONV=gather before it where call 1 said the rule holds)
 #
 # Everything lands in $OUT; each step has its own timeout so the call returns inside run's 600 s.
@@ -74,6 +75,10 @@ train() {
 check() {
     mkdir -p "$OUTDIR"
     deps
+    if [ -d "$ROOT/../shared/data/iosseg" ]; then  # left by call 1 on a machine still held: torch.compile's row
+        (cd "$ROOT" && timeout 150 $PY bench/train_step.py --backends "${GPU_SESSION_SPARSE_CONV:-torch}" \
+            --compile blocks --steps 10 --json "$OUTDIR/train_step_compiled.json") 2>&1 | tail -3
+    fi
     (cd "$ROOT" && timeout $(( $(left) - 15 )) $PY bench/gpu_check.py --where cuda-triton \
         --triton-sparse-conv "${GPU_SESSION_SPARSE_CONV:-torch}" --json "$OUTDIR/gpu_check_triton.json") 2>&1 | tee "$OUTDIR/gpu_check_triton.log" | tail -40
 }

@@ -17,7 +17,7 @@ stay as the environment sets them):
   under its autocast, the loss, backward, grad clip, fused AdamW), the device synchronised around each;
 - ``ops`` / ``host_waits``: aten calls dispatched in one step (a TorchDispatchMode count: on CUDA each is a
   kernel launch or a view) and those that make the host wait for the device (``.item()``, ``nonzero``,
-  ``unique``);
+  ``unique``); counted in eager mode (under the counting mode compiled graphs run eagerly: the same count);
 - ``first_step_s``: the first step, compiles included (Triton, numba; torch.compile with ``--compile blocks``);
 - CUDA only, from ``torch.profiler`` over 3 steps: ``gpu_busy_s`` (kernel time per step), ``kernels`` per
   step, and the ten kernels and ten CPU ops that take longest (in the JSON).
@@ -79,8 +79,16 @@ def make_step(cfg: dict[str, Any], device: torch.device, compile_blocks: bool = 
     torch.manual_seed(cfg["seed"])
     model = build_model(cfg).to(device).train()
     if compile_blocks:
+        from pointmamba.models import mamba
         from pointmamba.models.mamba_block import MambaBlock
 
+        # our scan and conv1d are autograd Functions over numba / Triton kernels: the graphs call them as
+        # they are (dynamo tracing into numba's dispatcher fails), everything between them is compiled; the
+        # wrapped ops stay in place for the rest of the process (they behave the same in eager mode)
+        for name in ("causal_conv1d", "selective_scan"):
+            op = getattr(mamba, name)
+            if not getattr(op, "_torchdynamo_disable", False):
+                setattr(mamba, name, torch.compiler.disable(op))
         for module in model.modules():
             if isinstance(module, MambaBlock):
                 module.forward = torch.compile(module.forward, dynamic=True)

@@ -10,9 +10,8 @@
 # (at most GPU_TRAIN_MAX_EPOCHS; GPU_TRAIN_EPOCHS fixes them instead, and a run whose own settings name
 # train.epochs keeps them, capped to what fits). All runs then train side by side. Each one's
 # float16 model file (pointmamba-export-model) and NAME.logs.tar.gz (train.log, metrics.jsonl, its output)
-# come back under $OUT. Seeds, data
-# and every other setting are the config's: a CUDA run differs from a CPU one only by bf16 autocast
-# (train.amp) and the GPU's arithmetic.
+# come back under $OUT. Seeds, data and every other setting are the config's: a CUDA run differs from a
+# CPU one only by bf16 autocast (train.amp) and the GPU's arithmetic.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)

@@ -1,10 +1,11 @@
 """The gathered submanifold conv: each site's K^3 neighbours gathered into one row (zeros where a voxel is
 empty) and one matmul, forward and backward. Backend ``gather`` of ``sparse_conv`` (``backend.py``).
 
-Why: on a GPU at training sizes the rulebook conv (``submconv.py``) is bound by kernel launches, not
-arithmetic: a 3x3x3 conv costs a matmul per offset forward, two backward, about 150 dispatched ops in all,
-and a recipe training step dispatches about 13k ops (issue 45, ``docs/results/gpu/README.md``). This one
-dispatches about 15 per conv, whatever the neighbours. The price is arithmetic: K^3 / (filled neighbours)
+Why: at training sizes a GPU step looks bound by kernel launches, not arithmetic (a 5.5x faster scan left
+the recipe's step where it was; issue 45, ``docs/results/gpu/README.md``), and the rulebook conv
+(``submconv.py``) costs a matmul per offset forward and two backward: about 400 dispatched ops for one
+3x3x3 conv's forward and backward (600 sites, counted on the CPU), 12.9k for a recipe training step. This
+one dispatches under 40 per conv whatever the neighbours (the step: 9.1k). The price is arithmetic: K^3 / (filled neighbours)
 times the rulebook's multiply-adds (11x at 0.2 mm, 2.4 of 27 neighbours filled) and a gathered
 (sites, K^3 * Cin) block in memory, which is why the CPU keeps the rulebook.
 

@@ -22,6 +22,7 @@ START=$(date +%s)
 BUDGET=${GPU_TRAIN_SECONDS:-540}          # the whole call, inside the device's 600 s
 PROBE_STEPS=${GPU_TRAIN_PROBE_STEPS:-40}
 MAX_EPOCHS=${GPU_TRAIN_MAX_EPOCHS:-84}
+MIN_EPOCHS=${GPU_TRAIN_MIN_EPOCHS:-1}     # fewer fit: train nothing (a cut schedule answers no rule)
 WORKERS=${GPU_TRAIN_WORKERS:-4}           # DataLoader workers per run (16 cores: 3 runs x 4 + the mains)
 EXPORT_S=40                                # export and copy at the end
 
@@ -89,6 +90,10 @@ Teeth3DSDataset(['../shared/data/scans', '../shared/data/iosseg'], split='all').
     read -r s_step steps fit <<< "$($PY "$ROOT/bench/gpu_train_fit.py" "$STATE" "$PROBE_STEPS" "$left" "${names[@]}")"
     [ -n "$fit" ] || { echo "error: no timing from the probes in $STATE" >&2; exit 1; }
     say "probe: $s_step s/step side by side, $steps steps/epoch, ${left}s left: $fit epochs fit"
+    if [ "$fit" -lt "$MIN_EPOCHS" ]; then
+        say "fewer than GPU_TRAIN_MIN_EPOCHS=$MIN_EPOCHS fit: nothing trained (the call's time is left for other work)"
+        return 0
+    fi
     local epochs=${GPU_TRAIN_EPOCHS:-$(( fit < MAX_EPOCHS ? fit : MAX_EPOCHS ))}
     for i in "${!names[@]}"; do
         local own e=$epochs

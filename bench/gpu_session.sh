@@ -45,18 +45,20 @@ deps() {
 
 # the recipe's step per sparse-conv backend, then the gathered conv's agreement; prints the backend to train with
 measure() {
+    local keep=/tmp/pm_gpu_session_rule  # the rows the rule reads: this call's only (never an earlier call's)
+    rm -rf "$keep" && mkdir -p "$keep"
     (cd "$ROOT" && timeout 150 $PY bench/train_step.py --backends torch gather --steps 20 \
         --json "$OUTDIR/train_step.json") > "$OUTDIR/train_step.log" 2>&1
     cat "$OUTDIR/train_step.log" >&2
     (cd "$ROOT" && timeout 150 $PY bench/gpu_check.py --where cuda-triton --triton-sparse-conv gather \
         --sections agreement --json "$OUTDIR/gpu_check_gather.json") > "$OUTDIR/gpu_check_gather.log" 2>&1
     tail -16 "$OUTDIR/gpu_check_gather.log" >&2
+    cp "$OUTDIR"/train_step.json "$OUTDIR"/gpu_check_gather.json "$keep/" 2>/dev/null
     # one archive: at most 8 files come back from a call (the models and each run's logs come after)
-    tar -C "$OUTDIR" -czf "$OUTDIR/measure.tar.gz" train_step.json train_step.log gpu_check_gather.json \
-        gpu_check_gather.log 2>/dev/null && cp "$OUTDIR/train_step.json" "$OUTDIR/gpu_check_gather.json" /tmp/ \
-        && rm -f "$OUTDIR"/train_step.* "$OUTDIR"/gpu_check_gather.*
+    (cd "$OUTDIR" && tar -czf measure.tar.gz train_step.* gpu_check_gather.* 2>/dev/null \
+        && rm -f train_step.* gpu_check_gather.*)
     (cd "$ROOT" && $PY -c "import sys; sys.path.insert(0, 'bench'); import train_step
-holds, why = train_step.gather_rule('/tmp/train_step.json', '/tmp/gpu_check_gather.json')
+holds, why = train_step.gather_rule('$keep/train_step.json', '$keep/gpu_check_gather.json')
 print(why, file=sys.stderr); print('gather' if holds else 'torch')")
 }
 

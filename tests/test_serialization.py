@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from pointmamba.point.serialization import ORDERS, adaptive_depth, decode, encode
+from pointmamba.point.serialization import ORDERS, adaptive_depth, decode, encode, encode_orders
 from pointmamba.point.serialization import hilbert as hilbert_module
 
 HILBERTS = ("hilbert", "hilbert-trans")
@@ -200,3 +200,47 @@ def test_bad_input_raises_clear_errors():
         decode(torch.zeros(3, dtype=torch.long), 17, "hilbert")
     with pytest.raises(ValueError, match="code must be 1-D"):
         decode(torch.zeros(3, 2, dtype=torch.long), 4)
+
+
+# ------------------------------------------------------------------------------------------- several orders at once
+@pytest.mark.parametrize("depth", [None, 5, 16])
+def test_encode_orders_is_encode_per_order(depth):
+    grid = random_grid(300, 5, seed=3)
+    batch = torch.sort(torch.randint(0, 4, (300,), generator=torch.Generator().manual_seed(4))).values
+    codes, used = encode_orders(grid, batch, ORDERS, depth, num_samples=None)
+    assert used == (adaptive_depth(grid) if depth is None else depth)
+    for order, code in zip(ORDERS, codes):
+        assert torch.equal(code, encode(grid, batch, used, order))
+    alone, _ = encode_orders(grid, None, ("z", "hilbert"), depth)
+    assert torch.equal(alone[1], encode(grid, None, used, "hilbert"))
+
+
+def test_encode_orders_raises_what_encode_raises():
+    grid = random_grid(10, 4)
+    one = torch.zeros(10, dtype=torch.long)
+    for args, message in [((grid - 1, one, ("z",)), "negative coordinates"),
+                          ((grid + 8, one, ("z",), 3), "does not fit depth 3"),
+                          ((torch.tensor([[1 << 16, 0, 0]]), torch.zeros(1, dtype=torch.long), ("z",)), "needs depth 17 > 16"),
+                          ((grid, torch.full((10,), 1 << 15), ("hilbert",), 16), "needs 64 bits"),
+                          ((grid, torch.full((10,), -1), ("z",)), "batch indices must be >= 0"),
+                          ((grid, one, ("peano",)), "unknown order"),
+                          ((grid, one, ("z",), 17), r"depth must be in \[1, 16\]"),
+                          ((grid.float(), one, ("z",)), "integer dtype"),
+                          ((grid, one[:9], ("z",)), r"batch must be \(N=10,\)")]:
+        with pytest.raises(ValueError, match=message):
+            encode_orders(*args)
+
+
+def test_serialize_reads_the_device_once_for_all_orders(monkeypatch):
+    """PointBatch.serialize reads values back from the device (each read waits for the GPU's queue) once
+    for its range and once for tied voxels, not five times an order."""
+    from pointmamba.point.batch import PointBatch
+
+    grid = random_grid(500, 6, seed=5)
+    point = PointBatch(grid.double(), batch=torch.sort(torch.randint(0, 3, (500,))).values, grid_coord=grid)
+    reads = []
+    for name in ("item", "tolist", "__int__", "__bool__", "__float__"):
+        original = getattr(torch.Tensor, name)
+        monkeypatch.setattr(torch.Tensor, name, lambda self, *a, _o=original, _n=name, **k: (reads.append(_n), _o(self, *a, **k))[1])
+    point.serialize(ORDERS)
+    assert len(reads) <= 2, reads

@@ -13,7 +13,7 @@ import torch
 from torch import Tensor
 
 from .reductions import batch2offset, offset2batch, offset2lengths, segment_reduce
-from .serialization import ORDERS, adaptive_depth, encode
+from .serialization import ORDERS, encode_orders
 
 DEFAULT_ORDERS = ORDERS  # serialize along every curve unless told otherwise
 
@@ -151,9 +151,7 @@ class PointBatch:
         if shuffle:
             perm = torch.randperm(len(orders), generator=generator).tolist()
             orders = tuple(orders[i] for i in perm)
-        if depth is None:
-            depth = adaptive_depth(self.grid_coord)
-        codes = [encode(self.grid_coord, self.batch, depth=depth, order=o) for o in orders]
+        codes, depth = encode_orders(self.grid_coord, self.batch, orders, depth, self.num_samples)
         code = torch.stack(codes, 0)
         order = torch.argsort(code, dim=1, stable=True)
         # Points sharing a voxel share every code. Break such ties by coordinate, not by row index, so that

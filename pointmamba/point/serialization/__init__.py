@@ -126,8 +126,13 @@ def encode_orders(grid_coord: Tensor, batch: Tensor | None, orders: Sequence[str
     if batch is None:
         batch, num_samples = torch.zeros(len(grid_coord), dtype=torch.long, device=grid_coord.device), 1
     batch = _as_int_tensor(batch, "batch")
+
+    def checked() -> tuple[list[Tensor], int]:  # encode's own path: its checks, its errors
+        d = depth if depth is not None else adaptive_depth(grid_coord)
+        return [encode(grid_coord, batch, d, o) for o in orders], d
+
     if grid_coord.dim() != 2 or grid_coord.shape[1] != 3 or grid_coord.shape[0] == 0 or batch.shape != grid_coord.shape[:1]:
-        return [encode(grid_coord, batch, depth, o) for o in orders], depth if depth is not None else 1
+        return checked()
     if num_samples is None:
         lo, hi, b_lo, b_hi = torch.stack([*torch.aminmax(grid_coord), *torch.aminmax(batch.to(grid_coord.device))]).tolist()
     else:
@@ -138,7 +143,7 @@ def encode_orders(grid_coord: Tensor, batch: Tensor | None, orders: Sequence[str
         depth = max(1, hi.bit_length()) if depth is None else depth
         fits = hi < 1 << depth and 3 * depth + b_hi.bit_length() <= CODE_BITS
     if not fits:
-        return [encode(grid_coord, batch, depth, o) for o in orders], depth  # raises what is wrong
+        return checked()  # raises what is wrong
     high = batch.to(grid_coord.device) << (3 * depth)
     codes = []
     for order in orders:

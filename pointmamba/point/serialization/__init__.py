@@ -50,7 +50,10 @@ def _as_int_tensor(x: object, name: str) -> Tensor:
 
 def adaptive_depth(grid_coord: Tensor) -> int:
     """Smallest depth (>= 1) whose 2^depth cells hold the largest grid coordinate."""
-    top = int(grid_coord.max()) if grid_coord.numel() else 0
+    return _depth_for(int(grid_coord.max()) if grid_coord.numel() else 0)
+
+
+def _depth_for(top: int) -> int:
     depth = max(1, top.bit_length())
     if depth > MAX_DEPTH:
         raise ValueError(
@@ -69,89 +72,74 @@ def _check_batch_bits(batch_max: int, depth: int) -> None:
         )
 
 
+def _checked(grid_coord: Tensor, batch: Tensor | None, depth: int | None,
+             num_samples: int | None) -> tuple[Tensor, Tensor | None, int]:
+    """(grid_coord and batch as int64 on one device, the depth): every check of :func:`encode`, the values
+    they need read back from the device once (on CUDA each read waits for every kernel queued before it)."""
+    grid_coord = _as_int_tensor(grid_coord, "grid_coord")
+    if grid_coord.dim() != 2 or grid_coord.shape[1] != 3:
+        raise ValueError(f"serialization: grid_coord must be (N, 3), got {tuple(grid_coord.shape)}")
+    n = grid_coord.shape[0]
+    if batch is not None:
+        batch = _as_int_tensor(batch, "batch").to(grid_coord.device)
+        if batch.shape != (n,):
+            raise ValueError(f"serialization: batch must be (N={n},), got {tuple(batch.shape)}")
+    if n == 0:
+        return grid_coord, batch, _check_depth(1 if depth is None else depth)
+    ranges = [*torch.aminmax(grid_coord)]
+    if batch is not None and num_samples is None:
+        ranges += torch.aminmax(batch)
+    lo, hi, *batch_range = torch.stack(ranges).tolist()
+    b_lo, b_hi = batch_range or (0, (num_samples or 1) - 1)
+    if lo < 0:
+        rows = int((grid_coord < 0).any(1).sum())
+        raise ValueError(
+            f"serialization: grid_coord has {rows} row(s) with negative coordinates (min {lo}); "
+            "grid coordinates must be >= 0 (PointBatch computes them from each sample's minimum corner)"
+        )
+    depth = _check_depth(_depth_for(hi) if depth is None else depth)
+    if hi >= 1 << depth:
+        raise ValueError(
+            f"serialization: largest grid coordinate {hi} does not fit depth {depth} (must be < 2^{depth} = {1 << depth})"
+        )
+    if batch is not None:
+        if b_lo < 0:
+            raise ValueError(f"serialization: batch indices must be >= 0, got min {b_lo}")
+        _check_batch_bits(b_hi, depth)
+    return grid_coord, batch, depth
+
+
+def _curve_code(grid_coord: Tensor, batch: Tensor | None, depth: int, order: str) -> Tensor:
+    curve, trans = _check_order(order)
+    code = _ENCODERS[curve](grid_coord[:, [1, 0, 2]] if trans else grid_coord, depth)
+    if batch is not None:
+        code |= batch << (3 * depth)
+    return code
+
+
 def encode(grid_coord: Tensor, batch: Tensor | None = None, depth: int | None = None, order: str = "z") -> Tensor:
     """Curve codes (N,) int64 of integer grid coordinates (N, 3) >= 0, with ``batch`` (N,) in the high bits.
 
     ``depth`` None picks the smallest depth holding the largest coordinate (see :func:`adaptive_depth`).
     """
-    curve, trans = _check_order(order)
-    grid_coord = _as_int_tensor(grid_coord, "grid_coord")
-    if grid_coord.dim() != 2 or grid_coord.shape[1] != 3:
-        raise ValueError(f"serialization: grid_coord must be (N, 3), got {tuple(grid_coord.shape)}")
-    n = grid_coord.shape[0]
-    if n and int(grid_coord.min()) < 0:
-        rows = int((grid_coord < 0).any(1).sum())
-        raise ValueError(
-            f"serialization: grid_coord has {rows} row(s) with negative coordinates (min {int(grid_coord.min())}); "
-            "grid coordinates must be >= 0 (PointBatch computes them from each sample's minimum corner)"
-        )
-    if depth is None:
-        depth = adaptive_depth(grid_coord)
-    depth = _check_depth(depth)
-    if n and int(grid_coord.max()) >= 1 << depth:
-        raise ValueError(
-            f"serialization: largest grid coordinate {int(grid_coord.max())} does not fit depth {depth} "
-            f"(must be < 2^{depth} = {1 << depth})"
-        )
-    if trans:
-        grid_coord = grid_coord[:, [1, 0, 2]]
-    code = _ENCODERS[curve](grid_coord, depth)
-    if batch is None:
-        return code
-    batch = _as_int_tensor(batch, "batch").to(code.device)
-    if batch.shape != (n,):
-        raise ValueError(f"serialization: batch must be (N={n},), got {tuple(batch.shape)}")
-    if n:
-        if int(batch.min()) < 0:
-            raise ValueError(f"serialization: batch indices must be >= 0, got min {int(batch.min())}")
-        _check_batch_bits(int(batch.max()), depth)
-    code |= batch << (3 * depth)
-    return code
+    _check_order(order)
+    grid_coord, batch, depth = _checked(grid_coord, batch, depth, None)
+    return _curve_code(grid_coord, batch, depth, order)
 
 
 def encode_orders(grid_coord: Tensor, batch: Tensor | None, orders: Sequence[str], depth: int | None = None,
                   num_samples: int | None = None) -> tuple[list[Tensor], int]:
-    """(codes of each order, the depth used): :func:`encode` for several orders of one batch, its checks
-    made once. ``num_samples``: the batch's sample count where the caller knows it (``PointBatch``: every
-    sample non-empty, indices 0..num_samples - 1), so the batch bits need no look at ``batch``.
+    """(codes of each order, the depth used): :func:`encode` for several orders of one batch, checked once.
+    ``num_samples``: the batch's sample count where the caller knows it (``PointBatch``: every sample
+    non-empty, indices 0..num_samples - 1), so the batch's range needs no read.
 
-    Why: each :func:`encode` reads the device five times (min, max and the batch's range), and on CUDA
-    each read waits for every kernel queued before it; a batch's four orders at four levels made about 80
-    such waits a forward pass. Here one read serves all orders. Inputs that fail a check go through
-    :func:`encode`, which raises its error.
+    Why: a batch's four orders at four levels, each checked by :func:`encode`, read the device 16 times a
+    forward pass; here once a level.
     """
     for order in orders:
         _check_order(order)
-    grid_coord = _as_int_tensor(grid_coord, "grid_coord")
-    if batch is None:
-        batch, num_samples = torch.zeros(len(grid_coord), dtype=torch.long, device=grid_coord.device), 1
-    batch = _as_int_tensor(batch, "batch")
-
-    def checked() -> tuple[list[Tensor], int]:  # encode's own path: its checks, its errors
-        d = depth if depth is not None else adaptive_depth(grid_coord)
-        return [encode(grid_coord, batch, d, o) for o in orders], d
-
-    if grid_coord.dim() != 2 or grid_coord.shape[1] != 3 or grid_coord.shape[0] == 0 or batch.shape != grid_coord.shape[:1]:
-        return checked()
-    if num_samples is None:
-        lo, hi, b_lo, b_hi = torch.stack([*torch.aminmax(grid_coord), *torch.aminmax(batch.to(grid_coord.device))]).tolist()
-    else:
-        (lo, hi), b_lo, b_hi = torch.stack(torch.aminmax(grid_coord)).tolist(), 0, num_samples - 1
-    fits = (lo >= 0 and b_lo >= 0 and 1 <= max(1, hi.bit_length()) <= MAX_DEPTH
-            and (depth is None or (not isinstance(depth, bool) and isinstance(depth, int) and 1 <= depth <= MAX_DEPTH)))
-    if fits:
-        depth = max(1, hi.bit_length()) if depth is None else depth
-        fits = hi < 1 << depth and 3 * depth + b_hi.bit_length() <= CODE_BITS
-    if not fits:
-        return checked()  # raises what is wrong
-    high = batch.to(grid_coord.device) << (3 * depth)
-    codes = []
-    for order in orders:
-        curve, trans = _check_order(order)
-        code = _ENCODERS[curve](grid_coord[:, [1, 0, 2]] if trans else grid_coord, depth)
-        code |= high
-        codes.append(code)
-    return codes, depth
+    grid_coord, batch, depth = _checked(grid_coord, batch, depth, num_samples)
+    return [_curve_code(grid_coord, batch, depth, o) for o in orders], depth
 
 
 def decode(code: Tensor, depth: int, order: str = "z") -> tuple[Tensor, Tensor]:

@@ -183,11 +183,12 @@ def table(rows: list[Row]) -> str:
 @dataclass(frozen=True)
 class Where:
     """A device and a backend choice: "auto" (the extension where it imports), "torch" (forced) or "triton"
-    (scan and conv1d forced to triton, spconv to torch)."""
+    (scan and conv1d forced to triton, spconv to ``sparse_conv``)."""
 
     device: str  # "cpu" | "cuda"
-    backends: str  # "auto" | "torch"
+    backends: str  # "auto" | "torch" | "triton"
     stand_in: bool = False  # a CUDA row computed on the CPU (--stand-in)
+    sparse_conv: str = "torch"  # beside triton: our rulebook conv or the gathered one (--triton-sparse-conv)
 
     @property
     def key(self) -> str:
@@ -204,7 +205,6 @@ class Where:
 
 
 REFERENCE = Where("cpu", "auto")
-TRITON_SPCONV = ["torch"]  # the sparse conv beside the Triton kernels (--triton-sparse-conv): nothing compiled either way
 
 
 @contextlib.contextmanager
@@ -214,7 +214,7 @@ def using(where: Where) -> Iterator[None]:
     value = "torch" if where.backends == "torch" and not where.stand_in else "auto"
     values = {k: value for k in ENV_KEYS}
     if where.backends == "triton" and not where.stand_in:
-        values = {k: TRITON_SPCONV[0] if k.endswith("SPCONV") else "triton" for k in ENV_KEYS}
+        values = {k: where.sparse_conv if k.endswith("SPCONV") else "triton" for k in ENV_KEYS}
     saved = {k: os.environ.get(k) for k in ENV_KEYS}
     os.environ.update(values)
     try:
@@ -896,7 +896,7 @@ def plan(args: argparse.Namespace, size: Sizes, work: Path) -> list[Task]:
     cpu_auto, cpu_torch = Where("cpu", "auto"), Where("cpu", "torch")
     cuda_torch, cuda_ext = Where("cuda", "torch", stand_in), Where("cuda", "auto", stand_in)
     cuda_rows = [(cuda_torch, no_cuda), (cuda_ext, ext_skip)]
-    cuda_triton = Where("cuda", "triton", stand_in)
+    cuda_triton = Where("cuda", "triton", stand_in, args.triton_sparse_conv)
     triton_skip = no_cuda or ("skipped: Triton needs CUDA (stand-in)" if stand_in else None)
     if triton_skip is None and backend.triton_error() is not None:
         triton_skip = f"skipped: triton does not import ({backend.triton_error()})"[:300]
@@ -1027,7 +1027,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stand-in", action="store_true",
                         help="without CUDA, run the CUDA rows' code on the CPU (for tests of this tool)")
     args = parser.parse_args(argv)
-    TRITON_SPCONV[0] = args.triton_sparse_conv
     if args.json is not None:
         check_output_path(args.json)
     if args.scans is not None and len(_patients(args.scans)[1]) < 2:

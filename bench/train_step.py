@@ -33,7 +33,6 @@ import os
 import statistics
 import sys
 import time
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -44,27 +43,11 @@ from pointmamba.utils.cpu_runtime import tune_cpu_runtime  # noqa: E402
 tune_cpu_runtime()  # as tools/ do, before torch is imported
 
 import torch  # noqa: E402
-from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
+
+from gpu_check import sync  # noqa: E402 - bench/, this script's folder
+from pointmamba.utils.op_count import OpCount  # noqa: E402
 
 RECIPE = ROOT / "configs" / "shared_data_recipe_split2.yaml"
-HOST_WAITS = {"_local_scalar_dense", "nonzero", "unique", "_unique2", "unique_consecutive", "unique_dim", "masked_select"}
-
-
-class OpCount(TorchDispatchMode):
-    """Counts the aten calls dispatched inside it, by name."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.ops: Counter = Counter()
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204
-        self.ops[func.__name__.split(".")[0]] += 1
-        return func(*args, **(kwargs or {}))
-
-
-def sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def make_step(cfg: dict[str, Any], device: torch.device, compile_blocks: bool = False):  # noqa: ANN201
@@ -151,6 +134,8 @@ def measure(cfg: dict[str, Any], device: torch.device, backend_name: str, steps:
             compile_blocks: bool = False) -> dict[str, Any]:
     """One row: ``POINTMAMBA_BACKEND_SPCONV=backend_name`` for the step."""
     os.environ["POINTMAMBA_BACKEND_SPCONV"] = backend_name
+    # batches of its own (the same scans each row): a batch keeps the neighbour maps and curve routes built
+    # for it, which would spare the next row their cost
     loader_s, batches = loader_seconds(dataset, cfg, steps)
     batches = [b.to(device) for b in batches]
     step = make_step(cfg, device, compile_blocks)
@@ -173,7 +158,7 @@ def measure(cfg: dict[str, Any], device: torch.device, backend_name: str, steps:
         "steps": len(seconds), "first_step_s": first_s,
         "points_per_step": statistics.mean(len(b) for b in batches), "loader_s": loader_s,
         "step_s": statistics.median(seconds), "step_min_s": min(seconds),
-        "ops": sum(count.ops.values()), "host_waits": sum(v for k, v in count.ops.items() if k in HOST_WAITS),
+        "ops": sum(count.ops.values()), "host_waits": count.host_waits,
         "top_ops": count.ops.most_common(12),
     }
     if device.type == "cuda":

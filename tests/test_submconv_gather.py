@@ -2,18 +2,16 @@
 dense ``F.conv3d`` float64 reference and against the rulebook conv, up to a network's training step."""
 from __future__ import annotations
 
-from collections import Counter
-
 import pytest
 import torch
 import torch.nn.functional as F
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from pointmamba.ops import backends
 from pointmamba.ops.backend import BackendError
 from pointmamba.ops.submconv import neighbour_map, sparse_conv
 from pointmamba.ops.submconv_gather import neighbour_table
 from pointmamba.point.batch import PointBatch
+from pointmamba.utils.op_count import OpCount
 
 from support.dense_conv import dense_conv3d
 from test_submconv import _random_sites
@@ -98,19 +96,10 @@ def test_few_ops_whatever_the_neighbours(gather: None) -> None:
     """The point of the backend: a conv's forward and backward dispatch a fixed handful of ops (the
     rulebook dispatches a matmul per filled offset, forward and twice backward)."""
     _, _, point = _sites(6, [300, 300], 8)
-    neighbour_map(point, 3)  # built once per batch, outside the count (both backends share it)
+    neighbour_table(neighbour_map(point, 3))  # built once per batch, outside the count
     feat = torch.randn(len(point), 16, requires_grad=True)
     weight = torch.randn(16, 3, 3, 3, 16, requires_grad=True)
-    neighbour_table(neighbour_map(point, 3))
-
-    class Count(TorchDispatchMode):
-        ops: Counter = Counter()
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204
-            self.ops[func.__name__.split(".")[0]] += 1
-            return func(*args, **(kwargs or {}))
-
-    with Count() as count:
+    with OpCount() as count:
         sparse_conv(feat, point, weight).sum().backward()
     assert sum(count.ops.values()) <= 40, count.ops
     assert count.ops["mm"] == 3 and "index_add_" not in count.ops  # no atomics on CUDA

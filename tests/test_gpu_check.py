@@ -231,4 +231,8 @@ def test_stand_in_runs_the_cuda_rows_code_on_the_cpu(tmp_path):
             assert row.status == "skipped: no GPU memory on cpu"
         else:
             assert row.value > 0 and row.status in ("ok", "MISS"), row
+    seg = by[gpu_check.inference_checks(QUICK)[2][1]]  # segment_scan: where its time goes, step by step
+    steps = seg.detail["steps_median_s"]
+    assert {"preprocess", "network", "refine"} <= set(steps) and all(v > 0 for v in steps.values())
+    assert sum(steps.values()) <= seg.detail["max_s"] * 1.01
     assert {r.status for r in rows if r.where == "cpu as cuda ext"} == {"skipped: the CUDA extensions need CUDA (stand-in)"}

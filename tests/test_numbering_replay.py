@@ -78,8 +78,24 @@ def test_an_option_before_the_cut_is_refused_in_one_line(shipped, tmp_path: Path
     path = tmp_path / "MSN021_lower.npz"
     cache_scan(path, load_scan(SAMPLES / "MSN021" / "MSN021_lower.obj"), model, cfg, torch.device("cpu"))
     replay_file(path, {"mirror_tta": True})  # the stored value itself is no change
-    with pytest.raises(ValueError, match=r"MSN021_lower\.npz: infer\.mirror_tta acts before the numbering"):
+    with pytest.raises(ValueError, match=r"MSN021_lower\.npz: infer\.mirror_tta acts on the network's probabilities"):
         replay_file(path, {"mirror_tta": False})
+
+
+def test_a_graph_cut_option_cuts_the_stored_probabilities_again_as_the_whole_prediction_does(shipped, tmp_path: Path) -> None:
+    import torch
+
+    from pointmamba.data import load_scan
+    from pointmamba.research.numbering_replay import cache_scan, replay_file
+
+    model, cfg = shipped
+    scan = load_scan(SAMPLES / "MSN021" / "MSN021_lower.obj")
+    path = tmp_path / "MSN021_lower.npz"
+    cache_scan(path, scan, model, cfg, torch.device("cpu"))
+    for infer in ({"graph_cut_density_coarser": True}, {"graph_cut_smoothing": 0.5}, {"graph_cut": False}):
+        whole = _predict(model, cfg, scan, **infer)
+        np.testing.assert_array_equal(replay_file(path, infer).fdi, whole)
+    assert not np.array_equal(_predict(model, cfg, scan, graph_cut=False), _predict(model, cfg, scan))
 
 
 def test_cache_then_replay_scores_as_the_test_tool_and_the_removal_check(tmp_path: Path) -> None:

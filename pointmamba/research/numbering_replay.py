@@ -11,9 +11,10 @@
 from: the network's probabilities, the canonical vertices and normals, the faces, the graph cut's labels,
 the reference labels and the inference options. About 1 s a scan on one core, 10 MB a 150k-vertex scan.
 
-``replay`` numbers every stored cut again under the stored options with ``--set`` applied. Only the
-options that act after the graph cut may change (the numbering's priors, the dentition, the mends and
-merges); the others would need the network or the cut again and are refused. It writes DIR/per_scan.csv
+``replay`` numbers every stored cut again under the stored options with ``--set`` applied: the options that
+act after the graph cut (the numbering's priors, the dentition, the mends and merges) on the stored cut, and
+the graph cut's own options by cutting the stored probabilities again. The options that act on the network's
+probabilities (the views, the averaged networks) would need the network and are refused. It writes DIR/per_scan.csv
 (per-scan mIoU, as tools/test.py scores it), DIR/removals.csv and DIR/replay.json and DIR/summary.md (the
 per-scan mean, 10th percentile and kept share, the scans flagged for review below 0.80 and at or above it;
 the removal check's share of removals changing another tooth). With the stored options unchanged these are
@@ -32,10 +33,11 @@ import numpy as np
 
 from ..cli._common import add_config_args, add_study_args, open_eval_run, parse_args, run_main, write_study
 
-# infer options that act before or in the graph cut: a stored cut cannot show what they change
-BEFORE_THE_CUT = ("mirror_tta", "average_networks", "tta_angles", "graph_cut", "graph_cut_smoothing",
-                  "graph_cut_density_power", "graph_cut_density_coarser", "graph_cut_coarse_first",
-                  "graph_cut_fine_cycles")
+# infer options that act on the network's probabilities: the stored probabilities cannot show what they change
+BEFORE_THE_CUT = ("mirror_tta", "average_networks", "tta_angles")
+# the graph cut's: a replay that changes one cuts the stored probabilities again (seconds a scan, not a network run)
+THE_CUT = ("graph_cut", "graph_cut_smoothing", "graph_cut_density_power", "graph_cut_density_coarser",
+           "graph_cut_coarse_first", "graph_cut_fine_cycles")
 REMOVAL_MARK = "__without_"  # a cached removal is named <scan>__without_<FDI>
 
 
@@ -62,8 +64,8 @@ def replay_options(stored: dict[str, Any], overrides: dict[str, Any], where: str
     """``stored`` with ``overrides``; ValueError naming ``where`` for an option the stored cut depends on."""
     refused = sorted(k for k, v in overrides.items() if k in BEFORE_THE_CUT and v != stored.get(k))
     if refused:
-        raise ValueError(f"{where}: infer.{refused[0]} acts before the numbering; the cache holds the cut made "
-                         f"with {refused[0]}={stored.get(refused[0])!r}: cache again with the new value")
+        raise ValueError(f"{where}: infer.{refused[0]} acts on the network's probabilities; the cache holds those "
+                         f"made with {refused[0]}={stored.get(refused[0])!r}: cache again with the new value")
     return {**stored, **overrides}
 
 
@@ -79,18 +81,21 @@ class Replayed(NamedTuple):
 
 
 def replay_file(path: Path, overrides: dict[str, Any], review: bool = False) -> Replayed:
-    """One cached scan numbered again under its stored options with ``overrides``; ``review``: with its
-    review flag (the scan's confidence, about 0.1 s more)."""
+    """One cached scan numbered again under its stored options with ``overrides`` (an option of the graph cut:
+    the stored probabilities cut again); ``review``: with its review flag (the scan's confidence, about 0.1 s
+    more)."""
     from ..data import class_to_fdi
     from ..evaluation.scan_summary import prediction_review
     from ..inference.pipeline import refine_either_jaw, refined_prediction
 
     with np.load(path) as d:
         jaw, num_classes = str(d["jaw"]), int(d["num_classes"])
-        options = replay_options(json.loads(str(d["options"])), overrides, str(path))
+        stored = json.loads(str(d["options"]))
+        options = replay_options(stored, overrides, str(path))
         probs, aligned, faces = d["probs"], d["aligned"], d["faces"]
+        recut = any(options.get(k) != stored.get(k) for k in THE_CUT)
         classes, numbering, call = refine_either_jaw(probs, aligned, faces, d["normals"], jaw, num_classes, options,
-                                                     cut=d["cut"])
+                                                     cut=None if recut else d["cut"])
         if not review:
             return Replayed(class_to_fdi(classes, jaw, num_classes), d["labels"], jaw)
         pred = refined_prediction(classes, numbering, call, probs, aligned, jaw, num_classes)

@@ -14,10 +14,10 @@ the reference labels and the inference options. About 1 s a scan on one core, 10
 ``replay`` numbers every stored cut again under the stored options with ``--set`` applied: the options that
 act after the graph cut (the numbering's priors, the dentition, the mends and merges) on the stored cut, and
 the graph cut's own options by cutting the stored probabilities again. The options that act on the network's
-probabilities (the views, the averaged networks) would need the network and are refused. It writes DIR/per_scan.csv
-(per-scan mIoU, as tools/test.py scores it), DIR/removals.csv and DIR/replay.json and DIR/summary.md (the
-per-scan mean, 10th percentile and kept share, the scans flagged for review below 0.80 and at or above it;
-the removal check's share of removals changing another tooth). With the stored options unchanged these are
+probabilities (the views, the averaged networks) would need the network and are refused. It writes
+DIR/per_scan.csv (per-scan mIoU, as tools/test.py scores it), DIR/removals.csv and DIR/replay.json and
+DIR/summary.md (the per-scan mean, 10th percentile and kept share, the scans flagged for review below 0.80
+and at or above it; the removal check's share of removals changing another tooth). With the stored options unchanged these are
 tools/test.py's and removal_check's figures to the last digit (docs/results/review_flag/log.md, the
 touching spacing), each scan's ``review`` and ``findings`` included; the dentition-given columns are not
 replayed.
@@ -61,7 +61,7 @@ def cache_scan(path: Path, scan: Any, model: Any, cfg: dict[str, Any], device: A
 
 
 def replay_options(stored: dict[str, Any], overrides: dict[str, Any], where: str) -> dict[str, Any]:
-    """``stored`` with ``overrides``; ValueError naming ``where`` for an option the stored cut depends on."""
+    """``stored`` with ``overrides``; ValueError naming ``where`` for an option the stored probabilities depend on."""
     refused = sorted(k for k, v in overrides.items() if k in BEFORE_THE_CUT and v != stored.get(k))
     if refused:
         raise ValueError(f"{where}: infer.{refused[0]} acts on the network's probabilities; the cache holds those "

@@ -92,7 +92,7 @@ def test_a_graph_cut_option_cuts_the_stored_probabilities_again_as_the_whole_pre
     scan = load_scan(SAMPLES / "MSN021" / "MSN021_lower.obj")
     path = tmp_path / "MSN021_lower.npz"
     cache_scan(path, scan, model, cfg, torch.device("cpu"))
-    for infer in ({"graph_cut_density_coarser": True}, {"graph_cut_smoothing": 0.5}, {"graph_cut": False}):
+    for infer in ({"graph_cut_smoothing": 1.0}, {"graph_cut_smoothing": 0.5}, {"graph_cut": False}):
         whole = _predict(model, cfg, scan, **infer)
         np.testing.assert_array_equal(replay_file(path, infer).fdi, whole)
     assert not np.array_equal(_predict(model, cfg, scan, graph_cut=False), _predict(model, cfg, scan))

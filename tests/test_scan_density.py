@@ -70,37 +70,6 @@ def test_the_density_power_leaves_a_decimated_scan_bit_for_bit_and_checks_its_va
             gc.graph_cut(probs, scan.vertices, scan.faces, normals, smoothing=3.0, density_power=bad)
 
 
-def test_density_coarser_smooths_a_coarse_scan_less_by_the_same_rule_and_only_when_asked() -> None:
-    """``infer.graph_cut_density_coarser``: on the decimated sample (mean edge above the reference) the cut is
-    the one with ``smoothing`` times (reference / mean edge)^k; off, the cut is as before; a fine mesh is
-    cut alike either way."""
-    from pointmamba.inference import graph_cut as gc
-    from pointmamba.inference.config import INFER_DEFAULTS
-    from pointmamba.inference.pipeline import refine
-
-    assert INFER_DEFAULTS["graph_cut_density_coarser"] is False
-    scan = load_scan(SAMPLE)
-    v = scan.vertices.astype(np.float64)
-    edges = gc.mesh_edges(scan.faces, len(v))
-    factor = (gc.REFERENCE_EDGE_MM / _edge_mean(v, scan.faces)) ** 2
-    assert 0.2 < factor < 0.9 and gc.density_factor(v, edges, 2.0, coarser=True) == pytest.approx(factor, rel=1e-12)
-    classes = fdi_to_class(scan.labels, scan.jaw, 17)
-    rng = np.random.default_rng(4)
-    probs = rng.dirichlet(np.ones(17) * 0.3, size=len(classes)) * 0.7
-    probs[np.arange(len(classes)), classes] += 0.3
-    normals = preprocess_scan(scan)["normals"].astype(np.float64)
-    options = {"instance_numbering": False, "graph_cut_smoothing": 3.0}
-    off = refine(probs, v, scan.faces, normals, scan.jaw, 17, options)
-    on = refine(probs, v, scan.faces, normals, scan.jaw, 17, {**options, "graph_cut_density_coarser": True})
-    assert np.array_equal(off, refine(probs, v, scan.faces, normals, scan.jaw, 17, {**options, "graph_cut_density_power": 0.0}))
-    less = refine(probs, v, scan.faces, normals, scan.jaw, 17,
-                  {**options, "graph_cut_smoothing": 3.0 * factor, "graph_cut_density_power": 0.0})
-    assert np.array_equal(on, less) and not np.array_equal(on, off)
-    fine_v, fine_f, _ = subdivide(v, scan.faces)
-    assert gc.density_factor(fine_v, gc.mesh_edges(fine_f, len(fine_v)), 2.0, coarser=True) == \
-        gc.density_factor(fine_v, gc.mesh_edges(fine_f, len(fine_v)), 2.0) > 1.0
-
-
 def test_a_scan_at_4x_and_16x_its_vertices_is_cut_as_it_is_at_1x_by_default() -> None:
     """The shipped model's probabilities of the sample, carried to the mesh subdivided once and twice (each
     new vertex the mean of its two ends), refined with the default inference (the cut alone, no

@@ -37,10 +37,6 @@ INFER_DEFAULTS: dict[str, Any] = {
     # (0.677 / mean edge)^k, as much smoothing per mm as on them; k = 2 lifts split B at 4x / 16x density
     # 0.797 -> 0.826 / 0.763 -> 0.830 (docs/results/scan_density); 0: the same smoothing at every density
     "graph_cut_density_power": 2.0,
-    # the same rule on a mesh coarser than 0.677 mm: less smoothing, by (0.677 / mean edge)^k (a 1.0 mm
-    # scan 0.46x). Off until its pre-registered rule is measured on both splits (docs/results/scan_density,
-    # 2026-11-27: the MSN arches' outlines sit about one vertex ring outside their references)
-    "graph_cut_density_coarser": False,
     # a mesh of 3+ vertices per 0.6 mm cell is cut on the cells first, then vertex by vertex near the
     # boundaries: 2x faster there, the same labels to 0.05 % (docs/results/scan_density); false: one cut
     "graph_cut_coarse_first": True,

@@ -107,28 +107,25 @@ def settled_vertices(unary: np.ndarray, edges: np.ndarray, margin: float = SETTL
     return ~unsure
 
 
-def density_factor(vertices: np.ndarray, edges: np.ndarray, power: float, coarser: bool = False) -> float:
+def density_factor(vertices: np.ndarray, edges: np.ndarray, power: float) -> float:
     """What ``smoothing`` is multiplied by on this mesh: ``(REFERENCE_EDGE_MM / mean edge length)^power``
-    where the mesh is finer than the reference, else 1 (see :data:`REFERENCE_EDGE_MM`); ``coarser``: on a
-    coarser mesh too (a factor below 1: less smoothing per edge where each vertex stands for more surface)."""
+    where the mesh is finer than the reference, else 1 (see :data:`REFERENCE_EDGE_MM`)."""
     if power == 0 or len(edges) == 0:
         return 1.0
     mean_edge = float(np.linalg.norm(vertices[edges[:, 0]] - vertices[edges[:, 1]], axis=1).mean())
-    ratio = REFERENCE_EDGE_MM / max(mean_edge, 1e-9)
-    return (ratio if coarser else max(1.0, ratio)) ** power
+    return max(1.0, REFERENCE_EDGE_MM / max(mean_edge, 1e-9)) ** power
 
 
 def graph_cut(probs: np.ndarray, vertices: np.ndarray, faces: np.ndarray, normals: np.ndarray,
               smoothing: float = 1.0, settle: bool = True, coarse_first: bool = True,
-              density_power: float = 0.0, fine_cycles: int = MAX_CYCLES, density_coarser: bool = False) -> np.ndarray:
+              density_power: float = 0.0, fine_cycles: int = MAX_CYCLES) -> np.ndarray:
     """Labels (V,) minimizing the energy of the module doc; classes with zero probability everywhere are
     left out of the optimization (they cannot win). ``settle``: settled vertices keep their class and only
     the others are cut (see module doc). ``coarse_first``: a fine mesh is cut coarse first, then vertex
     by vertex near the boundaries (see module doc); False: one cut of every unsettled vertex.
     ``density_power``: on a mesh finer than the training scans ``smoothing`` grows by
-    :func:`density_factor` (0: the same smoothing at every density), and with ``density_coarser`` it shrinks
-    by the same rule on a coarser one. ``fine_cycles``: the fine pass's alpha-expansion cycles at most
-    (:data:`MAX_CYCLES`: until a cycle changes nothing)."""
+    :func:`density_factor` (0: the same smoothing at every density). ``fine_cycles``: the fine pass's
+    alpha-expansion cycles at most (:data:`MAX_CYCLES`: until a cycle changes nothing)."""
     probs = np.asarray(probs, dtype=np.float64)
     if not (np.isfinite(smoothing) and 0 <= smoothing <= MAX_SMOOTHING):
         raise ValueError(f"graph_cut: smoothing must be in [0, {MAX_SMOOTHING:g}], got {smoothing!r}")
@@ -145,7 +142,7 @@ def graph_cut(probs: np.ndarray, vertices: np.ndarray, faces: np.ndarray, normal
     n = len(probs)
     edges = mesh_edges(faces, n)
     points = np.asarray(vertices, np.float64)
-    ratio = density_factor(points, edges, 1.0, density_coarser) if density_power else 1.0
+    ratio = density_factor(points, edges, 1.0) if density_power else 1.0
     weights = edge_weights(points, np.asarray(normals, np.float64), edges)
     smoothing = min(smoothing * ratio ** density_power, MAX_SMOOTHING)
     # integer energies in 1/100 units (gco reads the raw buffers)

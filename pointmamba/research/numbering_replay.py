@@ -36,8 +36,8 @@ from ..cli._common import add_config_args, add_study_args, open_eval_run, parse_
 # infer options that act on the network's probabilities: the stored probabilities cannot show what they change
 BEFORE_THE_CUT = ("mirror_tta", "average_networks", "tta_angles")
 # the graph cut's: a replay that changes one cuts the stored probabilities again (seconds a scan, not a network run)
-THE_CUT = ("graph_cut", "graph_cut_smoothing", "graph_cut_density_power", "graph_cut_density_coarser",
-           "graph_cut_coarse_first", "graph_cut_fine_cycles")
+THE_CUT = ("graph_cut", "graph_cut_smoothing", "graph_cut_density_power", "graph_cut_coarse_first",
+           "graph_cut_fine_cycles")
 REMOVAL_MARK = "__without_"  # a cached removal is named <scan>__without_<FDI>
 
 

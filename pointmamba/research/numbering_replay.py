@@ -17,8 +17,8 @@ the graph cut's own options by cutting the stored probabilities again. The optio
 probabilities (the views, the averaged networks) would need the network and are refused. It writes
 DIR/per_scan.csv (per-scan mIoU, as tools/test.py scores it), DIR/removals.csv and DIR/replay.json and
 DIR/summary.md (the per-scan mean, 10th percentile and kept share, the scans flagged for review below 0.80
-and at or above it; the removal check's share of removals changing another tooth). With the stored options unchanged these are
-tools/test.py's and removal_check's figures to the last digit (docs/results/review_flag/log.md, the
+and at or above it; the removal check's share of removals changing another tooth). With the stored options
+unchanged these are tools/test.py's and removal_check's figures to the last digit (docs/results/review_flag/log.md, the
 touching spacing), each scan's ``review`` and ``findings`` included; the dentition-given columns are not
 replayed.
 """
@@ -34,7 +34,7 @@ import numpy as np
 from ..cli._common import add_config_args, add_study_args, open_eval_run, parse_args, run_main, write_study
 
 # infer options that act on the network's probabilities: the stored probabilities cannot show what they change
-BEFORE_THE_CUT = ("mirror_tta", "average_networks", "tta_angles")
+ON_THE_NETWORK = ("mirror_tta", "average_networks", "tta_angles")
 # the graph cut's: a replay that changes one cuts the stored probabilities again (seconds a scan, not a network run)
 THE_CUT = ("graph_cut", "graph_cut_smoothing", "graph_cut_density_power", "graph_cut_coarse_first",
            "graph_cut_fine_cycles")
@@ -62,7 +62,7 @@ def cache_scan(path: Path, scan: Any, model: Any, cfg: dict[str, Any], device: A
 
 def replay_options(stored: dict[str, Any], overrides: dict[str, Any], where: str) -> dict[str, Any]:
     """``stored`` with ``overrides``; ValueError naming ``where`` for an option the stored probabilities depend on."""
-    refused = sorted(k for k, v in overrides.items() if k in BEFORE_THE_CUT and v != stored.get(k))
+    refused = sorted(k for k, v in overrides.items() if k in ON_THE_NETWORK and v != stored.get(k))
     if refused:
         raise ValueError(f"{where}: infer.{refused[0]} acts on the network's probabilities; the cache holds those "
                          f"made with {refused[0]}={stored.get(refused[0])!r}: cache again with the new value")

@@ -5,8 +5,8 @@ Why: at training sizes a GPU step looks bound by kernel launches, not arithmetic
 the recipe's step where it was; issue 45, ``docs/results/gpu/README.md``), and the rulebook conv
 (``submconv.py``) costs a matmul per offset forward and two backward: about 400 dispatched ops for one
 3x3x3 conv's forward and backward (600 sites, counted on the CPU), 12.9k for a recipe training step. This
-one dispatches under 40 per conv whatever the neighbours (the step: 9.1k). The price is arithmetic: K^3 / (filled neighbours)
-times the rulebook's multiply-adds (11x at 0.2 mm, 2.4 of 27 neighbours filled) and a gathered
+one dispatches under 40 per conv whatever the neighbours (the step: 9.1k). The price is arithmetic:
+K^3 / (filled neighbours) times the rulebook's multiply-adds (11x at 0.2 mm, 2.4 of 27 neighbours filled) and a gathered
 (sites, K^3 * Cin) block in memory, which is why the CPU keeps the rulebook.
 
 Backward without atomics: the neighbour relation is symmetric (site j is site i's neighbour at offset d

@@ -46,6 +46,7 @@ RANGES: dict[str, tuple[float | None, float | None, bool]] = {
     "infer.merge_area_limit": (0, 100, True),
     "infer.numbering_evidence_weight": (0, 100, False),
     "infer.numbering_touching_nu": (0, 1e6, False),
+    "infer.numbering_class_prior": (0, 4, True),
     "infer.flagged_confidence_scale": (0, 1, False),
     # model
     "model.stem_kernel": (1, 9, True),

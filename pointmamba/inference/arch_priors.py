@@ -17,6 +17,8 @@ import numpy as np
 
 from ..data.arch import gap_mm, index_of_fdi, labelled_teeth, per_index, position_of_index
 
+NUM_TOOTH_CLASSES = 16  # tooth classes of a 17-class network, one per arch index
+
 # measured by python -m pointmamba.research.fit_arch_priors (see module doc); widths and gaps in mm
 FITTED: dict[str, dict[str, Any]] = {
     "upper": {"width_mean": [7.92, 6.5, 7.09, 6.63, 6.29, 9.47, 8.68, 6.69],
@@ -33,6 +35,13 @@ FITTED: dict[str, dict[str, Any]] = {
 # and the share of sides missing positions 7 and 8, measured by `python -m pointmamba.research.fit_arch_priors
 # --mixed` on the 4 such 3D-IOSSeg arches outside both splits' val patients (IOS051_upper, IOS069_lower,
 # IOS072_upper, IOS072_lower: 8 sides, one second molar)
+# Points of each class of a 17-class network (0 gingiva, 1..16 the classes of the arch indices, both jaws pooled
+# as the network pools them) among the grid-sampled training points, counted as `train.class_balance` counts
+# them (pointmamba.training.loss.class_counts): the 131 training scans of ../shared/data, the val patients of both
+# splits left out. A network trained on them has their frequencies in its probabilities (class_prior_scale)
+FITTED_CLASS_POINTS = [549697, 27947, 24305, 26842, 32019, 31926, 53177, 41197, 2196,
+                       28019, 24194, 27310, 32315, 32159, 53431, 41323, 3303]
+
 FITTED_MIXED: dict[str, Any] = {
     "upper": {"width_mean_5": 9.16, "arches": 2},
     "lower": {"width_mean_5": 9.67, "arches": 2},
@@ -77,6 +86,9 @@ class ArchPriors:
     evidence_weight: float = EVIDENCE_WEIGHT
     fragment_cost: float = FRAGMENT_COST
     touching_nu: float = ROBUST_NU  # degrees of freedom of the touching (and closed-space) spacing density
+    # (16,) per arch index: the network's evidence for that number is multiplied by this before its log
+    # (class_prior_scale: the training frequency of the class taken out); None: the evidence as it is
+    evidence_scale: np.ndarray | None = None
 
     def gingiva_cost(self, gum_evidence: np.ndarray, width: np.ndarray) -> np.ndarray:
         """Nats of calling instances gingiva: the network's evidence (their mean probability of gingiva),
@@ -108,6 +120,27 @@ def robust_cost(x: float | np.ndarray, mu: float | np.ndarray, sd: float, nu: fl
     z2 = ((np.asarray(x, dtype=np.float64) - mu) / sd) ** 2
     norm = math.lgamma((nu + 1) / 2) - math.lgamma(nu / 2) - 0.5 * math.log(nu * math.pi) - math.log(sd)
     return 0.5 * (nu + 1) * np.log1p(z2 / nu) - norm
+
+
+def class_prior_scale(jaw: str, power: float, counts: Iterable[float] = FITTED_CLASS_POINTS) -> np.ndarray | None:
+    """(16,) per arch index of ``jaw``: ``(share / median share) ** -power`` of its class among the tooth
+    classes' training points (``counts``, 17 classes, :data:`FITTED_CLASS_POINTS`), the ratio clipped to
+    [1/16, 16] as the training's class weights clip it; None where ``power`` is 0.
+
+    A network's probability of a class holds how often the class was seen in training: rare third molars
+    read as the molar in front. The numbering adds its own prior of each position being present
+    (``present_cost``), so without this a rare class is counted rare twice. A network trained with
+    ``train.class_balance`` b has learned ``share ** (1 - b)`` (its loss weighs a class ``share ** -b``):
+    ``power`` = 1 - b takes that out."""
+    if not power:
+        return None
+    from ..data.arch import index_classes
+
+    teeth = np.asarray(list(counts), dtype=np.float64)[1:]
+    if len(teeth) != NUM_TOOTH_CLASSES or (teeth <= 0).any():
+        raise ValueError(f"class_prior_scale: expected {NUM_TOOTH_CLASSES} positive tooth-class counts, got {teeth.tolist()}")
+    ratio = np.clip(teeth / np.median(teeth), 1 / 16, 16)
+    return ratio[index_classes(NUM_TOOTH_CLASSES + 1, jaw) - 1] ** -float(power)
 
 
 def presence_costs(missing_rate: float | np.ndarray) -> tuple[np.ndarray, np.ndarray]:

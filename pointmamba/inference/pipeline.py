@@ -298,12 +298,13 @@ def _number(labels: np.ndarray, probs: np.ndarray, aligned: np.ndarray, faces: n
     """The instance numbering of cut ``labels`` under ``jaw``'s priors: (labels, Numbering). ``areas`` and
     ``pieces`` (the vertex areas and the cut's tooth pieces) where the caller has made them already."""
     from ..data.mesh import vertex_areas
-    from .arch_priors import child_priors, default_priors
+    from .arch_priors import child_priors, class_prior_scale, default_priors
     from .tooth_numbering import number_teeth
 
     priors = replace(default_priors(jaw), fragment_cost=float(options["numbering_fragment_cost"]),
                      evidence_weight=float(options["numbering_evidence_weight"]),
-                     touching_nu=float(options["numbering_touching_nu"]))
+                     touching_nu=float(options["numbering_touching_nu"]),
+                     evidence_scale=class_prior_scale(jaw, float(options["numbering_class_prior"])))
     if areas is None and len(faces):
         areas = vertex_areas(aligned, faces)
 

@@ -105,12 +105,15 @@ class _ArchEnergy:
 
 def _tooth_costs(evidence: np.ndarray, widths: np.ndarray, priors: ArchPriors) -> np.ndarray:
     """(n, n_opt) cost of instance i being option o (one tooth, or two neighbouring teeth): ``-log`` of
-    the network's evidence for the option's arch indices (weighted by ``evidence_weight``), the ``-log``
+    the network's evidence for the option's arch indices (each scaled by ``evidence_scale`` where set,
+    weighted by ``evidence_weight``), the ``-log``
     width density (:meth:`ArchPriors.width_cost`), ``-log P(present)`` of each position it fills and,
     for a pair, ``pair_cost``."""
     first, last = _options()
     keep = priors.present_cost  # (16,) -log P(position present)
     ev = np.asarray(evidence, dtype=np.float64)
+    if priors.evidence_scale is not None:
+        ev = ev * priors.evidence_scale[None, :]
     unary = np.empty((len(widths), len(first)))
     for o in range(len(first)):
         f, l_ = first[o], last[o]

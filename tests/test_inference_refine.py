@@ -119,6 +119,26 @@ def test_touching_nu_keeps_the_teeth_behind_a_space() -> None:
     assert numbers(10.0) == behind[1:]
 
 
+def test_class_prior_reaches_the_numbering_and_keeps_an_intact_arch() -> None:
+    """``infer.numbering_class_prior`` reaches the instance numbering (its energies move, rarer classes'
+    evidence weighing more) and an intact arch the network reads right keeps every number."""
+    from pointmamba.inference.config import INFER_DEFAULTS
+    from pointmamba.inference.pipeline import refine_either_jaw
+
+    samples = Path(__file__).resolve().parents[1] / "data" / "samples"
+    scan, aligned, normals, classes = _scan(samples, "MSN022_upper")
+    probs = _soft(classes, 0.6)
+    out = {}
+    for power in (0.0, 0.5):
+        labels, numbering, _ = refine_either_jaw(probs, aligned, scan.faces, normals, "upper", 17,
+                                                 {**INFER_DEFAULTS, "numbering_class_prior": power})
+        out[power] = labels, numbering
+    np.testing.assert_array_equal(out[0.0][0], out[0.5][0])
+    teeth = np.unique(classes[classes > 0])
+    assert all(np.bincount(out[0.5][0][classes == c], minlength=17).argmax() == c for c in teeth)
+    assert abs(out[0.0][1].log_z - out[0.5][1].log_z) > 0.5  # the energies moved (about 1.3 nats here)
+
+
 def test_render_writes_a_picture_with_reference(scans_dir: Path, tmp_path: Path) -> None:
     from PIL import Image
 

@@ -350,7 +350,9 @@ class Teeth3DSDataset:
         labels are identities (:meth:`labels_are_identities`), with a progress bar."""
         from tqdm import tqdm
 
-        for i in tqdm(range(len(self)), desc=desc, disable=not progress):
+        # no disable= where the bar is wanted: an explicit value would override the tools' --no-progress
+        # (TQDM_DISABLE sets tqdm's defaults only)
+        for i in tqdm(range(len(self)), desc=desc, **({} if progress else {"disable": True})):
             if not self.labels_are_identities(i):
                 continue
             d = self.preprocessed(i)

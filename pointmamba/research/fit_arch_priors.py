@@ -8,6 +8,12 @@ on the ground truth of a config's training scans, and print them as the ``FITTED
 
 (``--json`` is an alias of ``--out``.)
 
+It also prints ``class_points``, the training points of each class of a 17-class network
+(``FITTED_CLASS_POINTS``, the class frequencies the numbering takes out of the network's evidence):
+
+    python -m pointmamba.research.fit_arch_priors --config configs/shared_data_recipe_all.yaml \
+        --set "data.train_exclude=[MSN021,MSN022,...,IOS093]"    # the val_names of both split configs
+
 Position-labelled arches (``data.position_label_roots``) count only where complete: elsewhere their
 numbers are positions, not identities.
 
@@ -51,6 +57,10 @@ def main() -> None:
     if args.mixed:
         print(f"{len(arches)} mixed-dentition arches")
     table = (fit_child_priors if args.mixed else fit_priors)(arches)
+    if not args.mixed:  # the 17-class network's training points per class: arch_priors.FITTED_CLASS_POINTS
+        from pointmamba.training.loss import class_counts
+
+        table["class_points"] = class_counts(dataset).tolist()
     pprint.pprint(table, width=110, sort_dicts=False)
     if args.json:
         atomic_write(args.json, finite_json.dumps(table, indent=2).encode())

@@ -332,7 +332,7 @@ class Teeth3DSDataset:
         """Fill the cache for every scan now (with a progress bar)."""
         from tqdm import tqdm
 
-        for i in tqdm(range(len(self)), desc="preprocess", disable=not progress):
+        for i in tqdm(range(len(self)), desc="preprocess", **({} if progress else {"disable": True})):  # as below
             self.preprocessed(i)
 
     # ------------------------------------------------------------------ items

@@ -31,17 +31,18 @@ FITTED: dict[str, dict[str, Any]] = {
             "open_sd": 1.71, "neighbour_pairs": 1647, "pairs_across_gaps": 19},
 }
 
+# Points of each class of a 17-class network (0 gingiva, 1..16 the classes of the arch indices, both jaws pooled
+# as the network pools them) among the grid-sampled training points, counted as `train.class_balance` counts
+# them (pointmamba.training.loss.class_counts): the 131 training scans of ../shared/data, the val patients of both
+# splits left out. A network trained on them has their frequencies in its probabilities (class_prior_scale;
+# `python -m pointmamba.research.fit_arch_priors` prints them as class_points)
+FITTED_CLASS_POINTS = [549697, 27947, 24305, 26842, 32019, 31926, 53177, 41197, 2196,
+                       28019, 24194, 27310, 32315, 32159, 53431, 41323, 3303]
+
 # A child's arch with primary molars (the dentition given as mixed; child_priors): position 5's width per jaw
 # and the share of sides missing positions 7 and 8, measured by `python -m pointmamba.research.fit_arch_priors
 # --mixed` on the 4 such 3D-IOSSeg arches outside both splits' val patients (IOS051_upper, IOS069_lower,
 # IOS072_upper, IOS072_lower: 8 sides, one second molar)
-# Points of each class of a 17-class network (0 gingiva, 1..16 the classes of the arch indices, both jaws pooled
-# as the network pools them) among the grid-sampled training points, counted as `train.class_balance` counts
-# them (pointmamba.training.loss.class_counts): the 131 training scans of ../shared/data, the val patients of both
-# splits left out. A network trained on them has their frequencies in its probabilities (class_prior_scale)
-FITTED_CLASS_POINTS = [549697, 27947, 24305, 26842, 32019, 31926, 53177, 41197, 2196,
-                       28019, 24194, 27310, 32315, 32159, 53431, 41323, 3303]
-
 FITTED_MIXED: dict[str, Any] = {
     "upper": {"width_mean_5": 9.16, "arches": 2},
     "lower": {"width_mean_5": 9.67, "arches": 2},

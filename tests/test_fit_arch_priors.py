@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from pointmamba.data import fdi_to_class, load_scan
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -29,10 +30,10 @@ def test_fit_arch_priors_prints_the_table_with_the_class_points(tmp_path: Path) 
     # network trains on: at most one per vertex)
     points = np.array(table["class_points"])
     assert points.shape == (17,) and points[0] > points[1:].max() > 0
-    vertices = sum(len(load_scan(p).labels) for p in sorted(samples.glob("*/*.obj")))
-    assert points.sum() <= vertices
-    present = set()
+    vertices, present = 0, set()
     for p in sorted(samples.glob("*/*.obj")):
         scan = load_scan(p)
+        vertices += len(scan.labels)
         present |= {int(c) for c in np.unique(fdi_to_class(scan.labels, scan.jaw, 17))}
+    assert points.sum() <= vertices
     assert set(np.flatnonzero(points).tolist()) == present

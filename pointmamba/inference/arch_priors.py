@@ -15,9 +15,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from ..data.arch import gap_mm, index_of_fdi, labelled_teeth, per_index, position_of_index
-
-NUM_TOOTH_CLASSES = 16  # tooth classes of a 17-class network, one per arch index
+from ..data.arch import NUM_ARCH_INDICES, gap_mm, index_of_fdi, labelled_teeth, per_index, position_of_index
 
 # measured by python -m pointmamba.research.fit_arch_priors (see module doc); widths and gaps in mm
 FITTED: dict[str, dict[str, Any]] = {
@@ -138,10 +136,10 @@ def class_prior_scale(jaw: str, power: float, counts: Iterable[float] = FITTED_C
     from ..data.arch import index_classes
 
     teeth = np.asarray(list(counts), dtype=np.float64)[1:]
-    if len(teeth) != NUM_TOOTH_CLASSES or (teeth <= 0).any():
-        raise ValueError(f"class_prior_scale: expected {NUM_TOOTH_CLASSES} positive tooth-class counts, got {teeth.tolist()}")
+    if len(teeth) != NUM_ARCH_INDICES or (teeth <= 0).any():  # a 17-class network: one tooth class an arch index
+        raise ValueError(f"class_prior_scale: expected {NUM_ARCH_INDICES} positive tooth-class counts, got {teeth.tolist()}")
     ratio = np.clip(teeth / np.median(teeth), 1 / 16, 16)
-    return ratio[index_classes(NUM_TOOTH_CLASSES + 1, jaw) - 1] ** -float(power)
+    return ratio[index_classes(NUM_ARCH_INDICES + 1, jaw) - 1] ** -float(power)
 
 
 def presence_costs(missing_rate: float | np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -42,6 +42,7 @@ RANGES: dict[str, tuple[float | None, float | None, bool]] = {
     "infer.graph_cut_smoothing": (0, 1000, True),
     "infer.graph_cut_density_power": (0, 4, True),
     "infer.graph_cut_fine_cycles": (1, 1000, True),
+    "infer.graph_cut_tooth_pair_cost": (1, 2, True),
     "infer.numbering_fragment_cost": (0, 1000, True),
     "infer.merge_area_limit": (0, 100, True),
     "infer.numbering_evidence_weight": (0, 100, False),

@@ -11,7 +11,7 @@ import pytest
 
 from pointmamba.data import fdi_to_class, load_scan
 from pointmamba.inference import graph_cut as gc
-from pointmamba.inference.expansion import potts_energy, restricted_expansion
+from pointmamba.inference.expansion import cut_energy, restricted_expansion
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "data" / "samples" / "MSN021" / "MSN021_lower.obj"
@@ -25,39 +25,109 @@ def _random_problem(rng: np.random.Generator, n: int, n_labels: int) -> tuple[np
     return edges, weights, cost
 
 
+PAIRS = {"potts": None, "teeth cost 2": gc.pair_costs(np.arange(4), 2)}  # label 0 the gingiva, 1-3 teeth
+
+
+@pytest.mark.parametrize("pair", PAIRS.values(), ids=PAIRS.keys())
 @pytest.mark.parametrize("seed", range(6))
-def test_restricted_expansion_ends_where_no_expansion_move_helps(seed: int) -> None:
+def test_restricted_expansion_ends_where_no_expansion_move_helps(seed: int, pair: np.ndarray | None) -> None:
     rng = np.random.default_rng(seed)
     n, n_labels = 7, 4
     edges, weights, cost = _random_problem(rng, n, n_labels)
     candidates = rng.random((n, n_labels)) < 0.6
     start = np.array([rng.choice(np.flatnonzero(c)) if c.any() else 0 for c in candidates])
-    labels = restricted_expansion(edges, weights, cost, candidates, start, 20)
+    labels = restricted_expansion(edges, weights, cost, candidates, start, 20, pair)
     allowed = candidates.copy()
     allowed[np.arange(n), start] = True  # the start label is always allowed
     assert allowed[np.arange(n), labels].all()
-    energy = potts_energy(labels, cost, edges, weights)
-    assert energy <= potts_energy(start, cost, edges, weights)
+    energy = cut_energy(labels, cost, edges, weights, pair)
+    assert energy <= cut_energy(start, cost, edges, weights, pair)
     for alpha in range(n_labels):  # every subset of the sites that may take alpha: none is cheaper
         movable = [p for p in range(n) if allowed[p, alpha] and labels[p] != alpha]
         for k in range(1, len(movable) + 1):
             for subset in itertools.combinations(movable, k):
                 moved = labels.copy()
                 moved[list(subset)] = alpha
-                assert potts_energy(moved, cost, edges, weights) >= energy
+                assert cut_energy(moved, cost, edges, weights, pair) >= energy
 
 
-def test_restricted_expansion_with_every_label_matches_gco() -> None:
+@pytest.mark.parametrize("pair", PAIRS.values(), ids=PAIRS.keys())
+def test_restricted_expansion_with_every_label_matches_gco(pair: np.ndarray | None) -> None:
     rng = np.random.default_rng(11)
-    edges, weights, cost = _random_problem(rng, 40, 5)
-    ours = restricted_expansion(edges, weights, cost, np.ones_like(cost, dtype=bool), None, 20)
+    edges, weights, cost = _random_problem(rng, 40, 4)
+    ours = restricted_expansion(edges, weights, cost, np.ones_like(cost, dtype=bool), None, 20, pair)
     theirs = gc._expansion(np.ascontiguousarray(edges, dtype=np.int32), np.ascontiguousarray(weights, dtype=np.int32),
-                           np.ascontiguousarray(cost, dtype=np.int32))
+                           np.ascontiguousarray(cost, dtype=np.int32), pair)
     # both are local minima of the expansion moves; from GCO's start (all 0) they are the same one
-    assert potts_energy(ours, cost, edges, weights) <= 1.02 * potts_energy(theirs, cost, edges, weights)
+    assert cut_energy(ours, cost, edges, weights, pair) <= 1.02 * cut_energy(theirs, cost, edges, weights, pair)
     start = np.zeros(len(cost), dtype=np.int64)
-    assert np.array_equal(restricted_expansion(edges, weights, cost, np.ones_like(cost, dtype=bool), start, 20),
+    assert np.array_equal(restricted_expansion(edges, weights, cost, np.ones_like(cost, dtype=bool), start, 20, pair),
                           theirs)
+
+
+def test_pair_costs_are_a_metric_over_the_used_classes() -> None:
+    pair = gc.pair_costs(np.array([0, 3, 5, 9]), 2)
+    assert pair.tolist() == [[0, 1, 1, 1], [1, 0, 2, 2], [1, 2, 0, 2], [1, 2, 2, 0]]
+    assert (gc.pair_costs(np.array([3, 5]), 2) == [[0, 2], [2, 0]]).all()  # no gingiva used: teeth only
+    assert (gc.pair_costs(np.arange(5), 1) == 1 - np.eye(5)).all()  # 1: Potts
+    for i, j, k in itertools.product(range(4), repeat=3):
+        assert pair[i, k] <= pair[i, j] + pair[j, k]
+
+
+def _strip(rows: int = 8) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """A flat grid: columns 0-3 tooth 1, column 4 a strip of gingiva the network calls gingiva at 0.6
+    (0.2 each tooth), columns 5-8 tooth 2; every edge weighs the same."""
+    cols = 9
+    y, x = np.mgrid[0:rows, 0:cols]
+    vertices = np.stack([x.ravel(), y.ravel(), np.zeros(x.size)], 1).astype(np.float64)
+    idx = np.arange(rows * cols).reshape(rows, cols)
+    quads = np.stack([idx[:-1, :-1].ravel(), idx[:-1, 1:].ravel(), idx[1:, 1:].ravel(), idx[1:, :-1].ravel()], 1)
+    faces = np.concatenate([quads[:, [0, 1, 2]], quads[:, [0, 2, 3]]])
+    probs = np.full((rows * cols, 3), 0.01)
+    probs[x.ravel() < 4, 1] = 0.98
+    probs[x.ravel() > 4, 2] = 0.98
+    probs[x.ravel() == 4] = [0.6, 0.2, 0.2]
+    return probs, vertices, faces, np.tile([0.0, 0.0, 1.0], (rows * cols, 1))
+
+
+def test_a_strip_of_gum_between_two_teeth_is_kept_only_with_pair_cost_2() -> None:
+    """The behaviour the switch is for: under Potts the strip costs one boundary more as gingiva than as a
+    tooth and is handed to a tooth; with a boundary between two teeth costing two, the network decides."""
+    probs, vertices, faces, normals = _strip()
+    strip = vertices[:, 0] == 4
+    for coarse_first in (True, False):
+        potts = gc.graph_cut(probs, vertices, faces, normals, smoothing=1.0, coarse_first=coarse_first)
+        kept = gc.graph_cut(probs, vertices, faces, normals, smoothing=1.0, coarse_first=coarse_first,
+                            tooth_pair_cost=2)
+        assert (potts[strip] > 0).all()
+        assert (kept[strip] == 0).all()
+        assert np.array_equal(kept[~strip], probs[~strip].argmax(1))  # the teeth themselves stay
+    assert (gc.graph_cut(probs, vertices, faces, normals, smoothing=0.3)[strip] == 0).all()  # a weaker cut keeps it too
+
+
+def test_pair_cost_2_through_the_fine_pass(fine_scan: dict[str, np.ndarray]) -> None:
+    """On a fine mesh (coarse cells, then the restricted expansion) the cut with tooth pairs at 2 ends near
+    one cut of every vertex under the same energy, and ``infer.graph_cut_tooth_pair_cost`` reaches it."""
+    from pointmamba.inference.pipeline import refine
+
+    s = fine_scan
+    args = (s["probs"], s["vertices"], s["faces"], s["normals"])
+    pair = gc.pair_costs(np.arange(17), 2)
+    one = gc.graph_cut(*args, smoothing=3.0, coarse_first=False, tooth_pair_cost=2)
+    two = gc.graph_cut(*args, smoothing=3.0, tooth_pair_cost=2)
+    assert (two == one).mean() >= 0.995
+    assert _energy(s, two, pair=pair) <= 1.001 * _energy(s, one, pair=pair)
+    assert _energy(s, two, pair=pair) < _energy(s, gc.graph_cut(*args, smoothing=3.0), pair=pair)
+    via = refine(*args, None, 17, {"graph_cut_tooth_pair_cost": 2, "graph_cut_density_power": 0.0,
+                                   "graph_cut_fine_cycles": gc.MAX_CYCLES})
+    assert np.array_equal(via, two)
+
+
+@pytest.mark.parametrize("bad", [0, 3, 1.5, True, "2"])
+def test_tooth_pair_cost_must_be_1_or_2(bad: object) -> None:
+    probs = np.full((3, 2), 0.5)
+    with pytest.raises(ValueError, match="tooth_pair_cost"):
+        gc.graph_cut(probs, np.eye(3), np.array([[0, 1, 2]]), np.eye(3), tooth_pair_cost=bad)
 
 
 @pytest.fixture(scope="module")
@@ -84,12 +154,12 @@ def fine_scan() -> dict[str, np.ndarray]:
             "classes": classes}
 
 
-def _energy(s: dict[str, np.ndarray], labels: np.ndarray, smoothing: float = 3.0) -> int:
+def _energy(s: dict[str, np.ndarray], labels: np.ndarray, smoothing: float = 3.0, pair: np.ndarray | None = None) -> int:
     """The cut's integer energy of ``labels``, as graph_cut scores it (every class is used here)."""
     unary = np.round(-np.log(np.clip(s["probs"], 1e-6, 1.0)) * 100).astype(np.int64)
     edges = gc.mesh_edges(s["faces"], len(s["vertices"]))
     w = gc.edge_weights(s["vertices"], s["normals"], edges)
-    return potts_energy(labels, unary, edges, np.clip(np.round(w * smoothing * 100), 1, 2**30).astype(np.int64))
+    return cut_energy(labels, unary, edges, np.clip(np.round(w * smoothing * 100), 1, 2**30).astype(np.int64), pair)
 
 
 def test_coarse_then_fine_cut_matches_one_cut_of_every_vertex(fine_scan: dict[str, np.ndarray]) -> None:
@@ -160,6 +230,7 @@ def test_the_infer_option_reaches_the_fine_pass(fine_scan: dict[str, np.ndarray]
     args = (s["probs"], s["vertices"], s["faces"], s["normals"])
     labels = {}
     for n in (1, 20):
-        labels[n] = refine(*args, None, 17, {"graph_cut_fine_cycles": n, "graph_cut_density_power": 0.0})
+        labels[n] = refine(*args, None, 17, {"graph_cut_fine_cycles": n, "graph_cut_density_power": 0.0,
+                                             "graph_cut_tooth_pair_cost": 1})
         assert np.array_equal(labels[n], gc.graph_cut(*args, smoothing=3.0, fine_cycles=n))
     assert (labels[1] != labels[20]).any()

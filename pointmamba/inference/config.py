@@ -51,6 +51,12 @@ INFER_DEFAULTS: dict[str, Any] = {
     # at 4x / 16x their vertices within 0.0005 of running to convergence (20: until a cycle changes
     # nothing, 2-4 cycles), refine of a 201k-vertex scan 1.3-1.5x faster (docs/results/predict_speed)
     "graph_cut_fine_cycles": 1,
+    # an edge between two teeth costs this many times its weight, one between a tooth and the gingiva once:
+    # 1 (Potts) hands a thin strip of gingiva between two teeth to one of them (one boundary instead of two);
+    # 2 lets the network's evidence decide. 2 by its pre-registered rule: held out the per-scan mean 0.832 ->
+    # 0.836 / 0.836 -> 0.844 (splits A / B), MSN's arches without the pattern 0.886 -> 0.892 / 0.886 -> 0.891,
+    # flag, removal check and dense meshes no worse (docs/results/gum_between_teeth); 1: the Potts cut
+    "graph_cut_tooth_pair_cost": 2,
     # how a side of canine, one premolar-sized tooth, then molars is numbered (inference/dentition.py):
     # permanent (premolar 5, first molar 6) | mixed (4, then primary second molar 5, first molar 6) | auto
     # (the likelier, the scan flagged with both readings). Arches without that side are numbered alike

@@ -6,6 +6,12 @@ vertex normals: ``-log(a / pi)``, so flat stretches are expensive to cut and cre
 creases cost ``1 + |cos a|`` times more than concave ones, because tooth/gingiva and tooth/tooth boundaries
 run along concave grooves. Minimized by alpha-expansion (``gco-wrapper``, the GCO library).
 
+``tooth_pair_cost`` 2 makes an edge between two different teeth cost twice its weight (an edge between a
+tooth and the gingiva once): a strip of gingiva between two teeth costs two boundaries, and handing it to
+one of the teeth only one, so a Potts cut (1) gives thin interdental gingiva to a tooth unless the network
+is very sure of it. With 2 both cost the same and the network's evidence decides. The pairwise term stays a
+metric (2 <= 1 + 1), which alpha-expansion needs (docs/results/gum_between_teeth).
+
 Only the vertices whose label is in question go into the cut. A vertex is *settled* when it and every
 vertex within ``SETTLED_RINGS`` mesh rings share their most likely class, each by a margin of at least
 ``SETTLED_MARGIN`` (second probability <= 5 % of the first): it keeps that class, and its edges to the
@@ -118,14 +124,15 @@ def density_factor(vertices: np.ndarray, edges: np.ndarray, power: float) -> flo
 
 def graph_cut(probs: np.ndarray, vertices: np.ndarray, faces: np.ndarray, normals: np.ndarray,
               smoothing: float = 1.0, settle: bool = True, coarse_first: bool = True,
-              density_power: float = 0.0, fine_cycles: int = MAX_CYCLES) -> np.ndarray:
+              density_power: float = 0.0, fine_cycles: int = MAX_CYCLES, tooth_pair_cost: int = 1) -> np.ndarray:
     """Labels (V,) minimizing the energy of the module doc; classes with zero probability everywhere are
     left out of the optimization (they cannot win). ``settle``: settled vertices keep their class and only
     the others are cut (see module doc). ``coarse_first``: a fine mesh is cut coarse first, then vertex
     by vertex near the boundaries (see module doc); False: one cut of every unsettled vertex.
     ``density_power``: on a mesh finer than the training scans ``smoothing`` grows by
     :func:`density_factor` (0: the same smoothing at every density). ``fine_cycles``: the fine pass's
-    alpha-expansion cycles at most (:data:`MAX_CYCLES`: until a cycle changes nothing)."""
+    alpha-expansion cycles at most (:data:`MAX_CYCLES`: until a cycle changes nothing). ``tooth_pair_cost``:
+    1 or 2, the cost (in edge weights) of an edge between two teeth; class 0 is the gingiva (module doc)."""
     probs = np.asarray(probs, dtype=np.float64)
     if not (np.isfinite(smoothing) and 0 <= smoothing <= MAX_SMOOTHING):
         raise ValueError(f"graph_cut: smoothing must be in [0, {MAX_SMOOTHING:g}], got {smoothing!r}")
@@ -133,6 +140,8 @@ def graph_cut(probs: np.ndarray, vertices: np.ndarray, faces: np.ndarray, normal
         raise ValueError(f"graph_cut: fine_cycles must be an integer >= 1, got {fine_cycles!r}")
     if not (np.isfinite(density_power) and density_power >= 0):
         raise ValueError(f"graph_cut: density_power must be finite and >= 0, got {density_power!r}")
+    if isinstance(tooth_pair_cost, bool) or tooth_pair_cost not in (1, 2):
+        raise ValueError(f"graph_cut: tooth_pair_cost must be 1 or 2 (a metric needs <= 2), got {tooth_pair_cost!r}")
     if not np.isfinite(probs).all():  # NaN costs abort the GCO library natively (the process dies)
         raise ValueError("graph_cut: class probabilities hold NaN or infinite values")
     used = np.flatnonzero(probs.max(0) > 0)
@@ -150,18 +159,30 @@ def graph_cut(probs: np.ndarray, vertices: np.ndarray, faces: np.ndarray, normal
     weights_i = np.clip(np.round(weights * smoothing * 100), 1, 2**30).astype(np.int64)
     labels = unary_i.argmin(1)
     free = ~settled_vertices(unary, edges) if settle else np.ones(n, dtype=bool)
+    pair = pair_costs(used, tooth_pair_cost)
 
     def cut(e: np.ndarray, w: np.ndarray, c: np.ndarray, sites: np.ndarray) -> np.ndarray:
-        return _coarse_then_fine(e, w, c, points[sites], fine_cycles) if coarse_first else _expansion(e, w, c)
+        return (_coarse_then_fine(e, w, c, points[sites], fine_cycles, pair) if coarse_first
+                else _expansion(e, w, c, pair))
 
-    return used[_cut_free(free, labels, unary_i, edges, weights_i, cut)]
+    return used[_cut_free(free, labels, unary_i, edges, weights_i, cut, pair)]
+
+
+def pair_costs(classes: np.ndarray, tooth_pair_cost: int = 1) -> np.ndarray:
+    """(L, L) int64 cost, in edge weights, of an edge whose two ends take classes ``classes[i]`` and
+    ``classes[j]``: 0 alike, 1 where one is the gingiva (class 0), ``tooth_pair_cost`` between two teeth."""
+    classes = np.asarray(classes)
+    pair = 1 - np.eye(len(classes), dtype=np.int64)
+    teeth = classes > 0
+    pair[np.outer(teeth, teeth) & (pair > 0)] = tooth_pair_cost
+    return pair
 
 
 def _cut_free(free: np.ndarray, labels: np.ndarray, unary: np.ndarray, edges: np.ndarray, weights: np.ndarray,
-              cut: Callable[..., np.ndarray]) -> np.ndarray:
+              cut: Callable[..., np.ndarray], pair: np.ndarray) -> np.ndarray:
     """``labels`` (V,) with the ``free`` vertices relabelled by ``cut(edges, weights, cost, sites)``
-    on the free vertices alone: their edges to the fixed ones become unary costs (``w`` for every label
-    but the fixed vertex's), so the cut minimizes the full energy with the fixed labels kept."""
+    on the free vertices alone: their edges to the fixed ones become unary costs (``w * pair[label, fixed
+    vertex's label]`` for each label), so the cut minimizes the full energy with the fixed labels kept."""
     labels = labels.copy()
     sites = np.flatnonzero(free)
     if len(sites) == 0:
@@ -172,9 +193,10 @@ def _cut_free(free: np.ndarray, labels: np.ndarray, unary: np.ndarray, edges: np
     cost = unary[sites].astype(np.int64)
     for s, t in ((a, b), (b, a)):
         m = free[s] & ~free[t]
-        if m.any():
-            cost += np.bincount(local[s[m]], weights=weights[m], minlength=len(sites)).astype(np.int64)[:, None]
-            np.subtract.at(cost, (local[s[m]], labels[t[m]]), weights[m])
+        for fixed in np.unique(labels[t[m]]):
+            k = m & (labels[t] == fixed)
+            cost += (np.bincount(local[s[k]], weights=weights[k], minlength=len(sites)).astype(np.int64)[:, None]
+                     * pair[None, :, fixed])
     inner = free[a] & free[b]
     # C order int32 (gco reads the raw buffers; fancy indexing can give F order)
     sub_edges = np.ascontiguousarray(np.stack([local[a[inner]], local[b[inner]]], 1), dtype=np.int32)
@@ -185,26 +207,26 @@ def _cut_free(free: np.ndarray, labels: np.ndarray, unary: np.ndarray, edges: np
 
 
 def _coarse_then_fine(edges: np.ndarray, weights: np.ndarray, cost: np.ndarray, points: np.ndarray,
-                      fine_cycles: int = MAX_CYCLES) -> np.ndarray:
+                      fine_cycles: int = MAX_CYCLES, pair: np.ndarray | None = None) -> np.ndarray:
     """The cut of a fine mesh in two passes. First the same energy on cells of ``COARSE_CELL_MM`` (a
     cell's cost is its vertices' summed costs, an edge between two cells the summed weights of the mesh
     edges between them): the labelling constant per cell. Then every vertex, starting from its cell's
     label, may take the labels of the cells within ``CANDIDATE_CELLS`` cells and those within
     ``CANDIDATE_NATS`` of its cheapest (:func:`.expansion.restricted_expansion`, ``fine_cycles`` cycles at
     most): far from a boundary that is one label, so only the vertices along the boundaries move. A mesh with fewer than
-    ``COARSE_MIN_VERTICES`` vertices a cell is cut directly."""
+    ``COARSE_MIN_VERTICES`` vertices a cell is cut directly. ``pair``: :func:`pair_costs` (None: Potts)."""
     cell_index = np.floor(points / COARSE_CELL_MM)
     cell_index -= cell_index.min(0)
     span = cell_index.max(0) + 1
     if float(np.prod(span)) >= 2.0**62:  # no single integer key per cell (an absurd extent): one cut
-        return _expansion(edges, weights, cost)
+        return _expansion(edges, weights, cost, pair)
     cell_index, span = cell_index.astype(np.int64), span.astype(np.int64)
     _, cells = np.unique((cell_index[:, 0] * span[1] + cell_index[:, 1]) * span[2] + cell_index[:, 2],
                          return_inverse=True)
     cells = cells.reshape(-1)
     m = int(cells.max()) + 1
     if len(cost) < COARSE_MIN_VERTICES * m or len(edges) == 0:
-        return _expansion(edges, weights, cost)
+        return _expansion(edges, weights, cost, pair)
     coarse_cost = np.zeros((m, cost.shape[1]), dtype=np.int64)
     for label in range(cost.shape[1]):
         coarse_cost[:, label] = np.bincount(cells, weights=cost[:, label], minlength=m)
@@ -215,7 +237,7 @@ def _coarse_then_fine(edges: np.ndarray, weights: np.ndarray, cost: np.ndarray, 
     coarse_w = np.bincount(which.reshape(-1), weights=weights[cross].astype(np.float64))
     coarse_edges = np.ascontiguousarray(np.stack([pairs // m, pairs % m], 1), dtype=np.int32)
     coarse = _expansion(coarse_edges, np.ascontiguousarray(np.minimum(coarse_w, 2**30), dtype=np.int32),
-                         np.ascontiguousarray(np.minimum(coarse_cost, 2**30), dtype=np.int32))
+                         np.ascontiguousarray(np.minimum(coarse_cost, 2**30), dtype=np.int32), pair)
     # each vertex may take the coarse labels of the cells within CANDIDATE_CELLS of its own, and the labels
     # within CANDIDATE_NATS of its cheapest (a boundary the coarse pass put a few cells off)
     from .expansion import restricted_expansion
@@ -226,15 +248,16 @@ def _coarse_then_fine(edges: np.ndarray, weights: np.ndarray, cost: np.ndarray, 
     for _ in range(CANDIDATE_CELLS):
         near = near + adjacency @ near
     close = cost - cost.min(1, keepdims=True) <= round(CANDIDATE_NATS * 100)
-    return restricted_expansion(edges, weights, cost, (near[cells] > 0) | close, coarse[cells], fine_cycles)
+    return restricted_expansion(edges, weights, cost, (near[cells] > 0) | close, coarse[cells], fine_cycles, pair)
 
 
-def _expansion(edges: np.ndarray, weights: np.ndarray, cost: np.ndarray) -> np.ndarray:
-    """Alpha-expansion (GCO) of a Potts energy: ``cost`` (n, L) int32 unaries, int32 ``weights`` of the
-    int32 ``edges`` (local site ids); labels (n,) int64."""
+def _expansion(edges: np.ndarray, weights: np.ndarray, cost: np.ndarray, pair: np.ndarray | None = None) -> np.ndarray:
+    """Alpha-expansion (GCO): ``cost`` (n, L) int32 unaries, int32 ``weights`` of the int32 ``edges``
+    (local site ids), an edge costing ``weight * pair[label, label]`` (:func:`pair_costs`; None: Potts);
+    labels (n,) int64."""
     from gco import cut_general_graph
 
-    pairwise = (1 - np.eye(cost.shape[1])).astype(np.int32)
+    pairwise = (1 - np.eye(cost.shape[1])).astype(np.int32) if pair is None else np.ascontiguousarray(pair, np.int32)
     cut = cut_general_graph(edges, weights, cost, pairwise, n_iter=MAX_CYCLES, algorithm="expansion",
                             down_weight_factor=1)  # its default rescales, then truncates integers
     return np.asarray(cut, dtype=np.int64)

@@ -289,7 +289,8 @@ def _cut(probs: np.ndarray, aligned: np.ndarray, faces: np.ndarray, normals: np.
     return graph_cut(probs, aligned, faces, normals, smoothing=options["graph_cut_smoothing"],
                      density_power=float(options["graph_cut_density_power"] or 0.0),
                      coarse_first=bool(options["graph_cut_coarse_first"]),
-                     fine_cycles=int(options["graph_cut_fine_cycles"]))
+                     fine_cycles=int(options["graph_cut_fine_cycles"]),
+                     tooth_pair_cost=options["graph_cut_tooth_pair_cost"])
 
 
 def _number(labels: np.ndarray, probs: np.ndarray, aligned: np.ndarray, faces: np.ndarray, jaw: str,

@@ -37,7 +37,7 @@ from ..cli._common import add_config_args, add_study_args, open_eval_run, parse_
 ON_THE_NETWORK = ("mirror_tta", "average_networks", "tta_angles")
 # the graph cut's: a replay that changes one cuts the stored probabilities again (seconds a scan, not a network run)
 THE_CUT = ("graph_cut", "graph_cut_smoothing", "graph_cut_density_power", "graph_cut_coarse_first",
-           "graph_cut_fine_cycles")
+           "graph_cut_fine_cycles", "graph_cut_tooth_pair_cost")
 REMOVAL_MARK = "__without_"  # a cached removal is named <scan>__without_<FDI>
 
 

@@ -1,9 +1,11 @@
 """Where do the two sources' references put the tooth-gingiva boundary, and what does it cost each source?
 
-    python docs/results/gum_between_teeth/rings.py work_dirs/replay/A work_dirs/replay/B --out DIR
+    python docs/results/gum_between_teeth/rings.py work_dirs/replay/A work_dirs/replay/B --out DIR [--tooth-pair-cost 1]
 
 Reads the numbering replay caches (``pointmamba.research.numbering_replay cache``: the held-out pair's
-probabilities, the graph cut and the reference of every val scan), numbers each scan as shipped and writes
+probabilities, the graph cut and the reference of every val scan), cuts and numbers each scan with
+``infer.graph_cut_tooth_pair_cost`` as given (1, the Potts cut, by default: the figures read before the switch)
+and the default inference otherwise, and writes
 DIR/rings.csv (one row per scan), DIR/summary.md (per split and source) and DIR/boundary.png (an error map of
 one scan of each source). Per scan:
 - ``ring_tooth``: share of the reference's first gingiva ring (gingiva vertices touching a reference tooth
@@ -48,8 +50,8 @@ def concavity(aligned: np.ndarray, normals: np.ndarray, a: sp.csr_matrix, faces:
     return np.einsum("ij,ij->i", offset, normals) / mean_edge
 
 
-def scan_row(path: Path) -> tuple[dict, dict]:
-    r = replay_file(path, {})
+def scan_row(path: Path, pair_cost: int) -> tuple[dict, dict]:
+    r = replay_file(path, {"graph_cut_tooth_pair_cost": pair_cost})
     with np.load(path) as d:
         aligned, normals, faces = d["aligned"], d["normals"], d["faces"]
     ref, fdi, jaw = r.reference, r.fdi, r.jaw
@@ -83,6 +85,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("caches", nargs="+", help="numbering replay caches, one per split")
     parser.add_argument("--out", required=True)
+    parser.add_argument("--tooth-pair-cost", type=int, default=1, choices=(1, 2))
     args = parser.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -91,7 +94,7 @@ def main() -> None:
         for path in sorted(Path(cache).glob("*.npz")):
             if REMOVAL_MARK in path.stem:
                 continue
-            row, mesh = scan_row(path)
+            row, mesh = scan_row(path, args.tooth_pair_cost)
             rows.append({"split": Path(cache).name, **row})
             if path.stem in PICTURE and path.stem not in meshes:
                 meshes[path.stem] = mesh
@@ -108,7 +111,8 @@ def main() -> None:
         m = np.mean(np.array(v, dtype=np.float64), 0)
         lines.append(f"| {split} | {source} | {len(v)} | " + " | ".join(f"{x:.3f}" if abs(x) < 100 else f"{x:.0f}"
                                                                          for x in m) + " |")
-    (out / "summary.md").write_text("Means per split and source (rings.py's docstring defines each column).\n\n"
+    (out / "summary.md").write_text(f"infer.graph_cut_tooth_pair_cost {args.tooth_pair_cost}. Means per split and "
+                                    "source (rings.py's docstring defines each column).\n\n"
                                     + "\n".join(lines) + "\n")
     print("\n".join(lines))
     if meshes:

@@ -155,3 +155,16 @@ def test_render_writes_a_picture_with_reference(scans_dir: Path, tmp_path: Path)
     assert len(np.unique(pixels, axis=0)) > 200  # shaded triangles, not a flat fill
 
 
+def test_side_by_side_puts_pictures_left_to_right(tmp_path: Path) -> None:
+    from PIL import Image
+
+    from pointmamba.inference.render import side_by_side
+
+    Image.new("RGB", (30, 20), (255, 0, 0)).save(tmp_path / "a.png")
+    Image.new("RGB", (10, 40), (0, 0, 255)).save(tmp_path / "b.png")
+    out = np.asarray(Image.open(side_by_side([tmp_path / "a.png", tmp_path / "b.png"], tmp_path / "ab.png")))
+    assert out.shape == (40, 40, 3)
+    assert (out[:20, :30] == [255, 0, 0]).all() and (out[20:, :30] == 255).all()  # below the short one: white
+    assert (out[:, 30:] == [0, 0, 255]).all()
+
+

@@ -233,3 +233,17 @@ def render_thumbnail(aligned: np.ndarray, faces: np.ndarray, fdi: np.ndarray, co
     buf = io.BytesIO()
     canvas.save(buf, format="PNG")
     return buf.getvalue()
+
+
+def side_by_side(paths: list[str | Path], out: str | Path) -> Path:
+    """Write the PNGs at ``paths`` next to each other, left to right on white, as one PNG at ``out``."""
+    from PIL import Image
+
+    panels = [Image.open(p) for p in paths]
+    canvas = Image.new("RGB", (sum(p.width for p in panels), max(p.height for p in panels)), "white")
+    x = 0
+    for p in panels:
+        canvas.paste(p, (x, 0))
+        x += p.width
+    canvas.save(out)
+    return Path(out)

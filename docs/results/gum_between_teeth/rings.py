@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from pointmamba.data import class_colors, fdi_to_class
+from pointmamba.data import fdi_to_class
 from pointmamba.evaluation.metrics import ConfusionMatrix
 from pointmamba.research.numbering_replay import REMOVAL_MARK, replay_file
 
@@ -120,25 +120,19 @@ def main() -> None:
 
 
 def picture(meshes: dict, path: Path) -> None:
-    from PIL import Image
-
-    from pointmamba.inference.render import render_segmentation
+    from pointmamba.inference.render import render_segmentation, side_by_side
 
     colors = np.array([[200, 190, 180], [245, 245, 245], [220, 30, 30], [30, 80, 220]], dtype=np.uint8)
     panels = []
     for name, m in meshes.items():
         share = (m["error"] >= 2).mean()
-        p = render_segmentation(path.with_name(f"{name}.png"), m["aligned"], m["faces"], np.zeros(len(m["error"]), int),
-                                colors, m["error"], f"{name}: red tooth over gum, blue gum over tooth ({share:.1%})",
-                                views=("occlusal",))
-        panels.append(Image.open(p))
-        p.unlink()
-    canvas = Image.new("RGB", (sum(p.width for p in panels), max(p.height for p in panels)), "white")
-    x = 0
+        panels.append(render_segmentation(path.with_name(f"{name}.png"), m["aligned"], m["faces"],
+                                          np.zeros(len(m["error"]), int), colors, m["error"],
+                                          f"{name}: red tooth over gum, blue gum over tooth ({share:.1%})",
+                                          views=("occlusal",)))
+    side_by_side(panels, path)
     for p in panels:
-        canvas.paste(p, (x, 0))
-        x += p.width
-    canvas.save(path)
+        p.unlink()
 
 
 if __name__ == "__main__":

@@ -4,12 +4,11 @@ import json
 import sys
 
 import numpy as np
-from PIL import Image
 
 from pointmamba.data import class_colors, fdi_to_class
 from pointmamba.data.fdi import class_to_fdi
 from pointmamba.inference.pipeline import refine_either_jaw
-from pointmamba.inference.render import render_segmentation
+from pointmamba.inference.render import render_segmentation, side_by_side
 
 cache, name, out = sys.argv[1:4]
 d = np.load(f"{cache}/{name}.npz")
@@ -22,10 +21,5 @@ for power in (0.0, 0.5):
     path = render_segmentation(f"/tmp/class_prior_{power}.png", d["aligned"], d["faces"], class_to_fdi(labels, jaw),
                                colors, labels, f"{name.replace('__without_', ' without ')}, numbering_class_prior {power}",
                                reference_fdi=ref, reference_classes=fdi_to_class(ref, jaw, 17), views=("occlusal",))
-    panels.append(Image.open(path))
-canvas = Image.new("RGB", (sum(p.width for p in panels), max(p.height for p in panels)), "white")
-x = 0
-for p in panels:
-    canvas.paste(p, (x, 0))
-    x += p.width
-canvas.save(out)
+    panels.append(path)
+side_by_side(panels, out)

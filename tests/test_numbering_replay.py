@@ -128,3 +128,31 @@ def test_cache_then_replay_scores_as_the_test_tool_and_the_removal_check(tmp_pat
     # an empty or missing cache: one line naming the folder
     code, _, err = run_tool("numbering_replay", "replay", tmp_path / "nothing", "--out", tmp_path / "r2")
     assert code == 2 and "nothing: no cached scan" in err
+
+
+def test_a_cache_from_before_the_tooth_pair_cost_is_cut_again_under_todays_default(shipped, tmp_path: Path) -> None:
+    """A cache written before ``infer.graph_cut_tooth_pair_cost`` existed stores a Potts cut and no such option:
+    replayed without options it is cut again (today's default, as the whole prediction), and given 1 its own
+    cut is numbered."""
+    import json
+
+    import torch
+
+    from pointmamba.data import load_scan
+    from pointmamba.research.numbering_replay import cache_scan, replay_file
+
+    model, cfg = shipped
+    scan = load_scan(SAMPLES / "MSN021" / "MSN021_lower.obj")
+    path = tmp_path / "old.npz"
+    potts_cfg = {**cfg, "infer": {**(cfg.get("infer") or {}), "graph_cut_tooth_pair_cost": 1}}
+    cache_scan(path, scan, model, potts_cfg, torch.device("cpu"))
+    with np.load(path) as d:
+        arrays = {k: d[k] for k in d.files}
+    options = json.loads(str(arrays["options"]))
+    del options["graph_cut_tooth_pair_cost"]  # as the caches of before it store their options
+    arrays["options"] = np.array(json.dumps(options))
+    np.savez(path, **arrays)
+    today, potts = _predict(model, cfg, scan), _predict(model, cfg, scan, graph_cut_tooth_pair_cost=1)
+    assert not np.array_equal(today, potts)
+    np.testing.assert_array_equal(replay_file(path, {}).fdi, today)
+    np.testing.assert_array_equal(replay_file(path, {"graph_cut_tooth_pair_cost": 1}).fdi, potts)

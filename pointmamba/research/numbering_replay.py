@@ -13,7 +13,9 @@ the reference labels and the inference options. About 1 s a scan on one core, 10
 
 ``replay`` numbers every stored cut again under the stored options with ``--set`` applied: the options that
 act after the graph cut (the numbering's priors, the dentition, the mends and merges) on the stored cut, and
-the graph cut's own options by cutting the stored probabilities again. The options that act on the network's
+the graph cut's own options by cutting the stored probabilities again (also where today's default of a cut
+option differs from the one the cache's cut was made with: a cache written before
+``infer.graph_cut_tooth_pair_cost`` existed is cut again under its default). The options that act on the network's
 probabilities (the views, the averaged networks) would need the network and are refused. It writes
 DIR/per_scan.csv (per-scan mIoU, as tools/test.py scores it), DIR/removals.csv and DIR/replay.json and
 DIR/summary.md (the per-scan mean, 10th percentile and kept share, the scans flagged for review below 0.80
@@ -38,6 +40,8 @@ ON_THE_NETWORK = ("mirror_tta", "average_networks", "tta_angles")
 # the graph cut's: a replay that changes one cuts the stored probabilities again (seconds a scan, not a network run)
 THE_CUT = ("graph_cut", "graph_cut_smoothing", "graph_cut_density_power", "graph_cut_coarse_first",
            "graph_cut_fine_cycles", "graph_cut_tooth_pair_cost")
+# a cut option that a cache written before it existed does not store: the value its cut was made with
+BEFORE_OPTION = {"graph_cut_tooth_pair_cost": 1}
 REMOVAL_MARK = "__without_"  # a cached removal is named <scan>__without_<FDI>
 
 
@@ -86,6 +90,7 @@ def replay_file(path: Path, overrides: dict[str, Any], review: bool = False) -> 
     more)."""
     from ..data import class_to_fdi
     from ..evaluation.scan_summary import prediction_review
+    from ..inference.config import infer_options
     from ..inference.pipeline import refine_either_jaw, refined_prediction
 
     with np.load(path) as d:
@@ -93,7 +98,8 @@ def replay_file(path: Path, overrides: dict[str, Any], review: bool = False) -> 
         stored = json.loads(str(d["options"]))
         options = replay_options(stored, overrides, str(path))
         probs, aligned, faces = d["probs"], d["aligned"], d["faces"]
-        recut = any(options.get(k) != stored.get(k) for k in THE_CUT)
+        effective = infer_options({"infer": options})  # today's defaults where neither stores nor sets one
+        recut = any(effective[k] != stored.get(k, BEFORE_OPTION.get(k)) for k in THE_CUT)
         classes, numbering, call = refine_either_jaw(probs, aligned, faces, d["normals"], jaw, num_classes, options,
                                                      cut=None if recut else d["cut"])
         if not review:

@@ -85,3 +85,41 @@ def test_two_jaws_in_one_file_are_flagged() -> None:
     found = _findings(scan, stacked, both, big_probs, faces=faces)
     assert "parts" in found and "2 large separate parts" in found["parts"], found
     assert "parts" not in _findings(scan, aligned, labels, probs)
+
+
+def _line_tooth(start: float, stop: float, direction: np.ndarray, rng: np.random.Generator, n: int = 200) -> np.ndarray:
+    """(n, 3) points of a tooth from ``start`` to ``stop`` mm along ``direction`` from the frame's centre
+    (0, 0), 8 mm wide across it."""
+    across = np.array([-direction[1], direction[0]])
+    t = rng.uniform(start, stop, n)
+    s = rng.uniform(-4, 4, n)
+    xy = t[:, None] * direction + s[:, None] * across
+    return np.c_[xy, np.zeros(n)]
+
+
+def test_a_molar_behind_the_last_one_further_out_is_found_along_its_direction() -> None:
+    """At the back of the arch the arch runs away from the frame's centre: a third molar behind the second
+    lies further out at about its angles. By angle and radius the check does not see it; along the second
+    molar's own direction it does, and a molar beside it across the arch or in front of its edge is not it."""
+    from pointmamba.data.arch import ArchFrame, Instance
+    from pointmamba.inference.confidence import ReviewRules
+    from pointmamba.inference.review_checks import end_region, end_region_along, lost_behind
+
+    rng = np.random.default_rng(0)
+    d = np.array([0.98, 0.2]) / np.linalg.norm([0.98, 0.2])  # +x side (angles above the incisors'), nearly radial
+    last_pts = _line_tooth(30.0, 40.0, d, rng)
+    behind = _line_tooth(40.5, 49.5, d, rng)  # a 9 mm molar behind it
+    beside = _line_tooth(30.0, 40.0, d, rng) + np.r_[12 * np.array([-d[1], d[0]]), 0.0]  # across the arch
+    xyz = np.concatenate([last_pts, behind, beside])
+    last = Instance(np.arange(200), last_pts, 0.0, 0, d.copy(), 10.0)
+    tooth_like = np.r_[np.zeros(200, bool), np.ones(400, bool)]
+    theta, radius = ArchFrame(np.zeros(2)).polar(xyz[:, :2])
+    by_angle = end_region(last, 1.0, 9.0, theta, radius, tooth_like)
+    along, _ = end_region_along(last, 1.0, 9.0, xyz[:, :2], tooth_like)
+    assert by_angle[200:400].mean() < 0.2  # the molar behind: mostly missed by angle
+    assert along[200:400].mean() > 0.95 and not along[400:].any() and not along[:200].any()
+    assert lost_behind(last, 1.0, 9.0, theta, radius, tooth_like, ReviewRules(end_along_tangent=False)) is None
+    hit = lost_behind(last, 1.0, 9.0, theta, radius, tooth_like, ReviewRules(), xyz[:, :2])
+    assert hit is not None and 7.0 < hit[0] < 9.5  # its extent along the direction: about its 9 mm
+    # the other side of the arch: the same tooth seen from its mesial end (side -1) has nothing behind it
+    assert not end_region_along(last, -1.0, 9.0, xyz[:, :2], tooth_like)[0][200:400].any()

@@ -78,6 +78,9 @@ class ReviewRules:
     dropped_gap: float = 0.6
     tooth_share: float = 0.5
     end_share: float = 0.5  # lost_end: tooth-like gingiva behind a side's last tooth along this x the next tooth's width
+    # lost_end and the mend of a lost tooth look behind the last tooth along its own direction, not by angle
+    # around the arch frame's centre (review_checks.end_region_along; docs/results/review_flag/log.md)
+    end_along_tangent: bool = True
     second_part: float = 0.2  # parts: a second connected part of at least this share of the vertices (data/integrity.py)
 
 

@@ -100,6 +100,28 @@ def end_region(last: "Instance", side: float, expect: float, theta: np.ndarray, 
     return region & (radius >= r_lo - band_mm) & (radius <= r_hi + band_mm)
 
 
+def end_region_along(last: "Instance", side: float, expect: float, xy: np.ndarray, tooth_like: np.ndarray,
+                     band_mm: float | None = 2.0, overlap: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    """(V,) mask and (V,) coordinate (mm) along the distal direction: the ``tooth_like`` vertices behind
+    ``last``, a side's last tooth, measured along its own arch direction (``last.tangent``, which points
+    towards higher angles: ``side`` +1 distal, -1 mesial), from its distal edge out to one and a half
+    ``expect``, and across it within its own extent and ``band_mm`` either way (None: any). ``xy`` (V, 2)
+    the vertices' canonical x, y. At the back of the arch a molar behind the last one sits further out at
+    about its angles, where :func:`end_region` (by angle and radius) does not look."""
+    distal = side * np.asarray(last.tangent, dtype=np.float64)
+    across = np.array([-distal[1], distal[0]])
+    centre = last.points[:, :2].mean(0)
+    rel, own = np.asarray(xy, dtype=np.float64) - centre, last.points[:, :2] - centre
+    u = rel @ distal
+    edge = np.percentile(own @ distal, 98)
+    reach = 1.5 * expect
+    region = tooth_like & (u > edge - overlap * reach) & (u <= edge + reach)
+    if band_mm is not None:
+        v, lo_hi = rel @ across, np.percentile(own @ across, [5, 95])
+        region &= (v >= lo_hi[0] - band_mm) & (v <= lo_hi[1] + band_mm)
+    return region, u
+
+
 def dropped_space(a: "Instance", b: "Instance", gap: float, expect: float, theta: np.ndarray, radius: np.ndarray,
                   tooth_like: np.ndarray | None, rules: "ReviewRules") -> tuple[float, np.ndarray | None] | None:
     """The ``dropped`` check between neighbouring teeth ``a`` and ``b``, ``gap`` mm apart, where a tooth of
@@ -117,12 +139,19 @@ def dropped_space(a: "Instance", b: "Instance", gap: float, expect: float, theta
 
 
 def lost_behind(last: "Instance", side: float, expect: float, theta: np.ndarray, radius: np.ndarray,
-                tooth_like: np.ndarray, rules: "ReviewRules") -> tuple[float, np.ndarray] | None:
+                tooth_like: np.ndarray, rules: "ReviewRules", xy: np.ndarray | None = None
+                ) -> tuple[float, np.ndarray] | None:
     """The ``lost_end`` check behind ``last``, a side's last tooth (``side``: see :func:`end_region`), the next
     tooth ``expect`` mm wide: (the extent in mm of the tooth-like surface there, its :func:`end_region`
-    mask) when it reaches ``rules.end_share`` x ``expect``; else None."""
-    region = end_region(last, side, expect, theta, radius, tooth_like)
-    extent = _tooth_extent(theta[region], radius[region])
+    mask) when it reaches ``rules.end_share`` x ``expect``; else None. With ``rules.end_along_tangent`` (and
+    ``xy``, the vertices' x, y) the region and its extent are measured along the last tooth's own direction
+    (:func:`end_region_along`)."""
+    if rules.end_along_tangent and xy is not None:
+        region, u = end_region_along(last, side, expect, xy, tooth_like)
+        extent = float(np.subtract(*np.percentile(u[region], [95, 5]))) if region.sum() >= MIN_TOOTH_VERTICES else 0.0
+    else:
+        region = end_region(last, side, expect, theta, radius, tooth_like)
+        extent = _tooth_extent(theta[region], radius[region])
     return (extent, region) if extent >= rules.end_share * expect else None
 
 
@@ -167,12 +196,12 @@ def failure_findings(teeth: list["ToothConfidence"], jaw: str, aligned: np.ndarr
             out.append(("dropped", f"{gap:.1f} mm between {a.fdi} and {b.fdi} ({what}) with {extent:.1f} mm of "
                                    f"tooth-like surface left as gingiva (typical tooth {expect:.1f} mm): a tooth dropped?"))
     if tooth_like is not None:
-        out += _lost_at_ends(teeth, inst, jaw, theta, radius, tooth_like, rules)
+        out += _lost_at_ends(teeth, inst, jaw, theta, radius, tooth_like, rules, aligned[:, :2])
     return out
 
 
 def _lost_at_ends(teeth: list["ToothConfidence"], inst: list, jaw: str, theta: np.ndarray, radius: np.ndarray,
-                  tooth_like: np.ndarray, rules: "ReviewRules") -> list[tuple[str, str]]:
+                  tooth_like: np.ndarray, rules: "ReviewRules", xy: np.ndarray) -> list[tuple[str, str]]:
     """``lost_end`` findings: behind each side's last tooth (numbered below 8), surface the network calls
     tooth, left as gingiva, along at least ``rules.end_share`` of the next number's typical width."""
     out = []
@@ -186,7 +215,7 @@ def _lost_at_ends(teeth: list["ToothConfidence"], inst: list, jaw: str, theta: n
         if tooth.fdi % 10 >= 8:
             continue
         expect = _typical(jaw, tooth.fdi + 1)
-        hit = lost_behind(inst[last], side, expect, theta, radius, tooth_like, rules)
+        hit = lost_behind(inst[last], side, expect, theta, radius, tooth_like, rules, xy)
         if hit is not None:
             out.append(("lost_end", f"{hit[0]:.1f} mm of tooth-like surface behind {tooth.fdi} left as gingiva "
                                     f"(typical {tooth.fdi + 1}: {expect:.1f} mm): a tooth lost at the arch's end?"))

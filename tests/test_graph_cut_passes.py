@@ -51,10 +51,11 @@ def test_restricted_expansion_ends_where_no_expansion_move_helps(seed: int, pair
                 assert cut_energy(moved, cost, edges, weights, pair) >= energy
 
 
-@pytest.mark.parametrize("pair", PAIRS.values(), ids=PAIRS.keys())
-def test_restricted_expansion_with_every_label_matches_gco(pair: np.ndarray | None) -> None:
+@pytest.mark.parametrize("tooth_pair_cost", [None, 2], ids=["potts", "teeth cost 2"])
+def test_restricted_expansion_with_every_label_matches_gco(tooth_pair_cost: int | None) -> None:
     rng = np.random.default_rng(11)
-    edges, weights, cost = _random_problem(rng, 40, 4)
+    edges, weights, cost = _random_problem(rng, 40, 5)
+    pair = None if tooth_pair_cost is None else gc.pair_costs(np.arange(5), tooth_pair_cost)
     ours = restricted_expansion(edges, weights, cost, np.ones_like(cost, dtype=bool), None, 20, pair)
     theirs = gc._expansion(np.ascontiguousarray(edges, dtype=np.int32), np.ascontiguousarray(weights, dtype=np.int32),
                            np.ascontiguousarray(cost, dtype=np.int32), pair)

@@ -118,8 +118,8 @@ def test_a_molar_behind_the_last_one_further_out_is_found_along_its_direction() 
     along, _ = end_region_along(last, 1.0, 9.0, xyz[:, :2], tooth_like)
     assert by_angle[200:400].mean() < 0.2  # the molar behind: mostly missed by angle
     assert along[200:400].mean() > 0.95 and not along[400:].any() and not along[:200].any()
-    assert lost_behind(last, 1.0, 9.0, theta, radius, tooth_like, ReviewRules(end_along_tangent=False)) is None
-    hit = lost_behind(last, 1.0, 9.0, theta, radius, tooth_like, ReviewRules(), xyz[:, :2])
+    assert lost_behind(last, 1.0, 9.0, theta, radius, xyz[:, :2], tooth_like, ReviewRules(end_along_tangent=False)) is None
+    hit = lost_behind(last, 1.0, 9.0, theta, radius, xyz[:, :2], tooth_like, ReviewRules())
     assert hit is not None and 7.0 < hit[0] < 9.5  # its extent along the direction: about its 9 mm
     # the other side of the arch: the same tooth seen from its mesial end (side -1) has nothing behind it
     assert not end_region_along(last, -1.0, 9.0, xyz[:, :2], tooth_like)[0][200:400].any()

@@ -17,8 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..data.arch import NUM_ARCH_INDICES, ArchFrame, gap_mm
-from .review_checks import (TOOTH_PROBABILITY, dropped_space, end_region, end_region_along, gap_region,
-                            lost_behind)
+from .review_checks import TOOTH_PROBABILITY, behind_region, dropped_space, gap_region, lost_behind
 
 HALF = NUM_ARCH_INDICES // 2  # arch indices below it lie on the -x side
 
@@ -58,11 +57,10 @@ def dropped_regions(numbering: "Numbering", labels: np.ndarray, probs: np.ndarra
         if not 0 <= nxt < NUM_ARCH_INDICES or (nxt < HALF) != (step < 0):  # no side, or the last tooth is across the midline
             continue
         expect = float(width[nxt])
-        hit = lost_behind(last, side, expect, theta, radius, tooth_like, rules, aligned[:, :2])
+        hit = lost_behind(last, side, expect, theta, radius, aligned[:, :2], tooth_like, rules)
         if hit is not None:
-            window = (end_region_along(last, side, expect, aligned[:, :2], tooth_like, band_mm=None, overlap=0.5)[0]
-                      if rules.end_along_tangent else
-                      end_region(last, side, expect, theta, radius, tooth_like, band_mm=None, overlap=0.5))
+            window, _ = behind_region(last, side, expect, theta, radius, aligned[:, :2], tooth_like, rules,
+                                      band_mm=None, overlap=0.5)
             found.append((hit[1], window))
     if not found:
         return []

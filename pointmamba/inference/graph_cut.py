@@ -171,8 +171,10 @@ def graph_cut(probs: np.ndarray, vertices: np.ndarray, faces: np.ndarray, normal
 def pair_costs(classes: np.ndarray, tooth_pair_cost: int = 1) -> np.ndarray:
     """(L, L) int64 cost, in edge weights, of an edge whose two ends take classes ``classes[i]`` and
     ``classes[j]``: 0 alike, 1 where one is the gingiva (class 0), ``tooth_pair_cost`` between two teeth."""
+    from .expansion import potts
+
     classes = np.asarray(classes)
-    pair = 1 - np.eye(len(classes), dtype=np.int64)
+    pair = potts(len(classes))
     teeth = classes > 0
     pair[np.outer(teeth, teeth) & (pair > 0)] = tooth_pair_cost
     return pair
@@ -257,7 +259,9 @@ def _expansion(edges: np.ndarray, weights: np.ndarray, cost: np.ndarray, pair: n
     labels (n,) int64."""
     from gco import cut_general_graph
 
-    pairwise = (1 - np.eye(cost.shape[1])).astype(np.int32) if pair is None else np.ascontiguousarray(pair, np.int32)
+    from .expansion import potts
+
+    pairwise = np.ascontiguousarray(potts(cost.shape[1]) if pair is None else pair, dtype=np.int32)
     cut = cut_general_graph(edges, weights, cost, pairwise, n_iter=MAX_CYCLES, algorithm="expansion",
                             down_weight_factor=1)  # its default rescales, then truncates integers
     return np.asarray(cut, dtype=np.int64)

@@ -58,13 +58,20 @@ def looks_packed(a: "Instance", b: "Instance", typical_a: float, typical_b: floa
     return centres_apart(a, b) < rules.packed * (typical_a + typical_b) / 2
 
 
+def _span(values: np.ndarray) -> float:
+    """The 5th-95th percentile span of ``values``; 0 for fewer than MIN_TOOTH_VERTICES."""
+    if len(values) < MIN_TOOTH_VERTICES:
+        return 0.0
+    lo, hi = np.percentile(values, [5, 95])
+    return float(hi - lo)
+
+
 def _tooth_extent(theta: np.ndarray, radius: np.ndarray) -> float:
     """The extent along the arch (mm) of points at angles ``theta`` (degrees) and ``radius`` (mm): their
     5th-95th percentile angle span times their median radius; 0 for fewer than MIN_TOOTH_VERTICES."""
     if len(theta) < MIN_TOOTH_VERTICES:
         return 0.0
-    lo, hi = np.percentile(theta, [5, 95])
-    return float(np.radians(hi - lo) * np.median(radius))
+    return float(np.radians(_span(theta)) * np.median(radius))
 
 
 def gap_region(a: "Instance", b: "Instance", theta: np.ndarray, radius: np.ndarray, tooth_like: np.ndarray,
@@ -138,20 +145,26 @@ def dropped_space(a: "Instance", b: "Instance", gap: float, expect: float, theta
     return (extent, region) if extent >= rules.tooth_share * expect else None
 
 
+def behind_region(last: "Instance", side: float, expect: float, theta: np.ndarray, radius: np.ndarray,
+                  xy: np.ndarray, tooth_like: np.ndarray, rules: "ReviewRules", band_mm: float | None = 2.0,
+                  overlap: float = 0.0) -> tuple[np.ndarray, float]:
+    """(V,) mask of the ``tooth_like`` vertices behind ``last``, a side's last tooth (``side``: see
+    :func:`end_region`), and their extent (mm) along the arch: along the last tooth's own direction
+    (:func:`end_region_along`, ``xy`` the vertices' x, y) with ``rules.end_along_tangent``, else by angle
+    around the arch frame's centre (:func:`end_region`, ``theta`` and ``radius``)."""
+    if rules.end_along_tangent:
+        region, u = end_region_along(last, side, expect, xy, tooth_like, band_mm, overlap)
+        return region, _span(u[region])
+    region = end_region(last, side, expect, theta, radius, tooth_like, band_mm, overlap)
+    return region, _tooth_extent(theta[region], radius[region])
+
+
 def lost_behind(last: "Instance", side: float, expect: float, theta: np.ndarray, radius: np.ndarray,
-                tooth_like: np.ndarray, rules: "ReviewRules", xy: np.ndarray | None = None
-                ) -> tuple[float, np.ndarray] | None:
+                xy: np.ndarray, tooth_like: np.ndarray, rules: "ReviewRules") -> tuple[float, np.ndarray] | None:
     """The ``lost_end`` check behind ``last``, a side's last tooth (``side``: see :func:`end_region`), the next
-    tooth ``expect`` mm wide: (the extent in mm of the tooth-like surface there, its :func:`end_region`
-    mask) when it reaches ``rules.end_share`` x ``expect``; else None. With ``rules.end_along_tangent`` (and
-    ``xy``, the vertices' x, y) the region and its extent are measured along the last tooth's own direction
-    (:func:`end_region_along`)."""
-    if rules.end_along_tangent and xy is not None:
-        region, u = end_region_along(last, side, expect, xy, tooth_like)
-        extent = float(np.subtract(*np.percentile(u[region], [95, 5]))) if region.sum() >= MIN_TOOTH_VERTICES else 0.0
-    else:
-        region = end_region(last, side, expect, theta, radius, tooth_like)
-        extent = _tooth_extent(theta[region], radius[region])
+    tooth ``expect`` mm wide: (the extent in mm of the tooth-like surface there, its :func:`behind_region`
+    mask) when it reaches ``rules.end_share`` x ``expect``; else None."""
+    region, extent = behind_region(last, side, expect, theta, radius, xy, tooth_like, rules)
     return (extent, region) if extent >= rules.end_share * expect else None
 
 
@@ -215,7 +228,7 @@ def _lost_at_ends(teeth: list["ToothConfidence"], inst: list, jaw: str, theta: n
         if tooth.fdi % 10 >= 8:
             continue
         expect = _typical(jaw, tooth.fdi + 1)
-        hit = lost_behind(inst[last], side, expect, theta, radius, tooth_like, rules, xy)
+        hit = lost_behind(inst[last], side, expect, theta, radius, xy, tooth_like, rules)
         if hit is not None:
             out.append(("lost_end", f"{hit[0]:.1f} mm of tooth-like surface behind {tooth.fdi} left as gingiva "
                                     f"(typical {tooth.fdi + 1}: {expect:.1f} mm): a tooth lost at the arch's end?"))

@@ -26,7 +26,7 @@ Per scan: the lowest tooth confidence, and ``review`` with one reason per findin
   gingiva, or real ones missed, are the likely errors there);
 * a side of the lone-premolar pattern read under ``auto`` dentition (both readings named; :mod:`.dentition`);
 * a tooth split in two (across the arch: ``split``, along it: ``packed``), a tooth dropped between two teeth
-  or at the arch's end, a mesh of several large parts (:mod:`.review_checks`); a tooth added back where one was dropped (``mended``, :mod:`.dropped_teeth`),
+  or at the arch's end, a tooth the cut found that the numbering left as gingiva (``unnumbered``), a mesh of several large parts (:mod:`.review_checks`); a tooth added back where one was dropped (``mended``, :mod:`.dropped_teeth`),
   two pieces of one tooth merged (``merged``, :mod:`.cut_teeth`);
 * a jaw told from the teeth by a thin margin, or a named jaw the teeth contradict (:mod:`.jaw_from_teeth`).
 
@@ -81,6 +81,9 @@ class ReviewRules:
     # lost_end and the mend of a lost tooth look behind the last tooth along its own direction, not by angle
     # around the arch frame's centre (review_checks.end_region_along; docs/results/review_flag/log.md)
     end_along_tangent: bool = True
+    # unnumbered: a cut piece numbered gingiva at least this x the jaw's narrowest typical tooth width wide that the
+    # network calls tooth (the dropped check's share of a tooth; None: off; docs/results/review_flag/log.md, session 64)
+    unnumbered_width: float | None = 0.6
     second_part: float = 0.2  # parts: a second connected part of at least this share of the vertices (data/integrity.py)
 
 
@@ -111,7 +114,8 @@ class ToothConfidence:
 
 TOOTH_FINDINGS = ("uncertain", "twice", "wide", "narrow", "molar_sized", "room", "skipped", "none", "few")
 """The kinds :func:`review_findings` makes from the teeth's confidences, widths and spacing."""
-FINDINGS = TOOTH_FINDINGS + ("dentition", "split", "packed", "dropped", "lost_end", "parts", "mended", "merged", "jaw")
+FINDINGS = TOOTH_FINDINGS + ("dentition", "split", "packed", "dropped", "lost_end", "unnumbered", "parts", "mended",
+                             "merged", "jaw")
 """Kinds of review finding, in the order of the module doc."""
 
 
@@ -236,11 +240,12 @@ def scan_confidence(probs: np.ndarray, classes: np.ndarray, instances: np.ndarra
             t.primary = dentition.used == "mixed" and t.fdi in used and t.fdi % 10 in (4, 5)
         if dentition.requested != "auto":
             explained = used
-    from .review_checks import failure_findings, parts_finding
+    from .review_checks import failure_findings, parts_finding, unnumbered_findings
 
     findings = review_findings(teeth, jaw, aligned, instances, rules, explained)
     if aligned is not None:
         findings += failure_findings(teeth, jaw, aligned, instances, probs, rules)
+    findings += unnumbered_findings(numbering, probs, jaw, rules)
     findings += parts_finding(len(probs), faces, rules)
     mended = list(getattr(numbering, "mended", None) or [])
     if mended:

@@ -10,6 +10,9 @@ numbering is of its numbers.
   between neighbours, and across it a tooth's width of surface the network calls tooth;
 * ``lost_end``: a tooth at the end of the arch left as gingiva: behind the last tooth of a side, a
   tooth's width of surface the network calls tooth;
+* ``unnumbered``: a tooth the cut found that the numbering left as gingiva: a cut piece of at least a
+  share of a tooth's width that the network calls tooth, numbered as gingiva (as a molar behind an open space
+  is, where the network's evidence names the missing tooth in front of it);
 * ``parts``: a mesh of several large separate parts (two jaws in one file).
 
 Widths and spaces are measured as the numbering measures them (:func:`~pointmamba.data.arch.measure_instances`,
@@ -18,7 +21,7 @@ The thresholds (:class:`~.confidence.ReviewRules`) and how they were chosen: ``d
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -232,6 +235,27 @@ def _lost_at_ends(teeth: list["ToothConfidence"], inst: list, jaw: str, theta: n
         if hit is not None:
             out.append(("lost_end", f"{hit[0]:.1f} mm of tooth-like surface behind {tooth.fdi} left as gingiva "
                                     f"(typical {tooth.fdi + 1}: {expect:.1f} mm): a tooth lost at the arch's end?"))
+    return out
+
+
+def unnumbered_findings(numbering: Any, probs: np.ndarray, jaw: str, rules: "ReviewRules") -> list[tuple[str, str]]:
+    """``unnumbered`` findings: each of the ``numbering``'s instances (cut pieces, :mod:`.tooth_numbering`) it
+    numbered gingiva that is at least ``rules.unnumbered_width`` x the jaw's narrowest typical tooth width wide
+    and whose vertices' mean probability of gingiva (``probs`` column 0) is below 1 - TOOTH_PROBABILITY. None
+    (off) or no numbering: none."""
+    from ..data.arch import TEXTBOOK_WIDTH_MM
+
+    if rules.unnumbered_width is None or numbering is None:
+        return []
+    least = rules.unnumbered_width * float(TEXTBOOK_WIDTH_MM[jaw].min())
+    out = []
+    for inst, opt in zip(numbering.instances, numbering.options):
+        if opt is not None or inst.width < least:
+            continue
+        gum = float(np.asarray(probs)[inst.vertices, 0].mean())
+        if gum < 1.0 - TOOTH_PROBABILITY:
+            out.append(("unnumbered", f"a piece {inst.width:.1f} mm wide that the network calls tooth (gingiva "
+                                      f"{gum:.2f}) was numbered as gingiva: a tooth lost?"))
     return out
 
 

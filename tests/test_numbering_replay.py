@@ -98,7 +98,8 @@ def test_a_graph_cut_option_cuts_the_stored_probabilities_again_as_the_whole_pre
     assert not np.array_equal(whole, default)  # without the cut the labels differ: the replay did cut again
 
 
-def test_cache_then_replay_scores_as_the_test_tool_and_the_removal_check(tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", ["flatten", "close"])
+def test_cache_then_replay_scores_as_the_test_tool_and_the_removal_check(tmp_path: Path, mode: str) -> None:
     ckpt = untrained_checkpoint(tmp_path / "tiny.pth")
     config = tmp_path / "config.yaml"
     config.write_text("train:\n  device: cpu\n")
@@ -107,10 +108,11 @@ def test_cache_then_replay_scores_as_the_test_tool_and_the_removal_check(tmp_pat
                             "--out", tmp_path / "test")
     assert code == 0, err[-2000:]
     code, _, err = run_tool("removal_check", "--config", config, "--checkpoint", ckpt, "--split", "val",
-                            "--mode", "flatten", "--no-progress", "--set", *sets, "--out", tmp_path / "removal")
+                            "--mode", mode, "--no-progress", "--set", *sets, "--out", tmp_path / "removal")
     assert code == 0, err[-2000:]
     code, _, err = run_tool("numbering_replay", "cache", "--config", config, "--checkpoint", ckpt, "--split", "val",
-                            "--removals", "--no-progress", "--set", *sets, "--out", tmp_path / "cache")
+                            "--removals", "--removal-mode", mode, "--no-progress", "--set", *sets, "--out",
+                            tmp_path / "cache")
     assert code == 0, err[-2000:]
     code, out, err = run_tool("numbering_replay", "replay", tmp_path / "cache", "--no-progress", "--out",
                               tmp_path / "replay")

@@ -2,14 +2,15 @@
 """Replay the tooth numbering on stored graph cuts: a numbering switch measured in seconds, not in network runs.
 
     python -m pointmamba.research.numbering_replay cache --config FILE [--checkpoint CKPT] [--average-with CKPT ...]
-        [--split val] [--removals] --out CACHE [--set key=value ...]
+        [--split val] [--removals [--removal-mode flatten|close]] --out CACHE [--set key=value ...]
     python -m pointmamba.research.numbering_replay replay CACHE --out DIR [--set infer.KEY=VALUE ...]
 
 ``cache`` runs the full path of tools/predict.py once per labelled scan of the split (and with
-``--removals``, once per flattened single-tooth removal of each complete arch, as
-``pointmamba.research.removal_check --mode flatten`` makes them) and stores what the numbering starts
-from: the network's probabilities, the canonical vertices and normals, the faces, the graph cut's labels,
-the reference labels and the inference options. About 1 s a scan on one core, 10 MB a 150k-vertex scan.
+``--removals``, once per single-tooth removal of each complete arch, as
+``pointmamba.research.removal_check --mode flatten`` makes them; ``--removal-mode close`` as its ``--mode close``
+does) and stores what the numbering starts from: the network's probabilities, the canonical vertices and
+normals, the faces, the graph cut's labels, the reference labels and the inference options. About 1 s a scan
+on one core, 10 MB a 150k-vertex scan.
 
 ``replay`` numbers every stored cut again under the stored options with ``--set`` applied: the options that
 act after the graph cut (the numbering's priors, the dentition, the mends and merges) on the stored cut, and
@@ -127,8 +128,8 @@ def _cache(args: argparse.Namespace) -> None:
     for name, scan, tooth in tqdm(jobs, desc="numbering cache"):
         path = run.out / f"{name}.npz"
         if not path.exists():  # a stopped cache goes on where it stopped
-            cache_scan(path, scan if tooth is None else without_tooth(scan, tooth, "flatten"), run.model, run.cfg,
-                       run.device)
+            cache_scan(path, scan if tooth is None else without_tooth(scan, tooth, args.removal_mode), run.model,
+                       run.cfg, run.device)
 
 
 def _replay(args: argparse.Namespace) -> None:
@@ -187,7 +188,9 @@ def main() -> None:
     add_config_args(cache)
     add_study_args(cache)
     cache.add_argument("--removals", action="store_true",
-                       help="also each flattened single-tooth removal of the complete arches (the removal check)")
+                       help="also each single-tooth removal of the complete arches (the removal check)")
+    cache.add_argument("--removal-mode", default="flatten", choices=("flatten", "close"),
+                       help="how --removals takes a tooth out (removal_check's --mode): flattened, or its space closed")
     replay = sub.add_parser("replay", help="number the stored cuts again under --set infer.KEY=VALUE")
     replay.add_argument("cache", help="a folder written by `numbering_replay cache`")
     replay.add_argument("--out", required=True, help="output directory")

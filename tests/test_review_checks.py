@@ -141,7 +141,7 @@ def _numbered_review(scan, aligned, cut_fdi, probs, rules=None):
 
 
 @pytest.mark.parametrize("name, gone, behind", [("MSN021_lower", 36, 37), ("MSN021_lower", 46, 47),
-                                                ("MSN022_upper", 26, 27)])
+                                                ("MSN022_upper", 26, 27), ("MSN022_upper", 16, 17)])
 def test_a_molar_the_cut_found_but_the_numbering_left_as_gingiva_is_flagged(name: str, gone: int, behind: int) -> None:
     """A first molar missing, its space open: the network reads the second molar behind the space as the
     missing first molar (it counts), so neither number fits it and the numbering calls it gingiva. The cut
@@ -159,6 +159,7 @@ def test_a_molar_the_cut_found_but_the_numbering_left_as_gingiva_is_flagged(name
     found, fdi = _numbered_review(scan, aligned, cut, probs)
     assert (fdi[molar] == 0).mean() > 0.95, np.unique(fdi[molar], return_counts=True)  # the failure is made
     assert "unnumbered" in found and "numbered as gingiva" in found["unnumbered"], found
+    assert f" wide behind {gone - 1} that" in found["unnumbered"], found  # where: the tooth in front of the space
     assert "unnumbered" not in _numbered_review(scan, aligned, cut, probs, ReviewRules(unnumbered_width=None))[0]
     probs[molar, cls], probs[molar, 0] = 0.3, 0.6  # the network calls the piece gingiva: no tooth lost
     found, fdi = _numbered_review(scan, aligned, cut, probs)
@@ -170,3 +171,14 @@ def test_a_reference_numbered_as_the_pipeline_numbers_it_has_nothing_unnumbered(
     scan, aligned, labels, probs = _arch(name)
     found, fdi = _numbered_review(scan, aligned, labels, probs)
     assert (fdi == labels).mean() > 0.99 and found == {}, found
+
+
+def test_a_tooth_between_two_numbered_teeth_numbered_as_gingiva_is_named_by_them() -> None:
+    # a premolar whose evidence names a tooth that cannot sit there (a molar of the other side): gingiva
+    scan, aligned, labels, probs = _arch("MSN021_lower")
+    tooth = labels == 35
+    probs[tooth] = 0.1 / 15
+    probs[tooth, fdi_to_class(np.array([46]), scan.jaw, 17)[0]], probs[tooth, 0] = 0.6, 0.3
+    found, fdi = _numbered_review(scan, aligned, labels, probs)
+    assert (fdi[tooth] == 0).mean() > 0.95, np.unique(fdi[tooth], return_counts=True)
+    assert "unnumbered" in found and " between 36 and 34 " in found["unnumbered"], found

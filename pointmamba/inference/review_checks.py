@@ -241,21 +241,28 @@ def _lost_at_ends(teeth: list["ToothConfidence"], inst: list, jaw: str, theta: n
 def unnumbered_findings(numbering: Any, probs: np.ndarray, jaw: str, rules: "ReviewRules") -> list[tuple[str, str]]:
     """``unnumbered`` findings: each of the ``numbering``'s instances (cut pieces, :mod:`.tooth_numbering`) it
     numbered gingiva that is at least ``rules.unnumbered_width`` x the jaw's narrowest typical tooth width wide
-    and whose vertices' mean probability of gingiva (``probs`` column 0) is below 1 - TOOTH_PROBABILITY. None
-    (off) or no numbering: none."""
-    from ..data.arch import TEXTBOOK_WIDTH_MM
+    and whose vertices' mean probability of gingiva (``probs`` column 0) is below 1 - TOOTH_PROBABILITY, named by
+    the numbered teeth beside it along the arch. None (off) or no numbering: none."""
+    from ..data.arch import TEXTBOOK_WIDTH_MM, fdi_of_index
 
     if rules.unnumbered_width is None or numbering is None:
         return []
     least = rules.unnumbered_width * float(TEXTBOOK_WIDTH_MM[jaw].min())
+    options = list(numbering.options)
     out = []
-    for inst, opt in zip(numbering.instances, numbering.options):
+    for i, (inst, opt) in enumerate(zip(numbering.instances, options)):
         if opt is not None or inst.width < least:
             continue
         gum = float(np.asarray(probs)[inst.vertices, 0].mean())
-        if gum < 1.0 - TOOTH_PROBABILITY:
-            out.append(("unnumbered", f"a piece {inst.width:.1f} mm wide that the network calls tooth (gingiva "
-                                      f"{gum:.2f}) was numbered as gingiva: a tooth lost?"))
+        if gum >= 1.0 - TOOTH_PROBABILITY:
+            continue
+        # the instances are sorted along the arch: the nearest numbered tooth on each side names the place
+        before = next((fdi_of_index(o[1], jaw) for o in reversed(options[:i]) if o is not None), None)
+        after = next((fdi_of_index(o[0], jaw) for o in options[i + 1:] if o is not None), None)
+        where = (f" between {before} and {after}" if before and after else
+                 f" behind {before or after}" if before or after else "")
+        out.append(("unnumbered", f"a piece {inst.width:.1f} mm wide{where} that the network calls tooth (gingiva "
+                                  f"{gum:.2f}) was numbered as gingiva: a tooth lost?"))
     return out
 
 

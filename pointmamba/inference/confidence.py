@@ -26,8 +26,9 @@ Per scan: the lowest tooth confidence, and ``review`` with one reason per findin
   gingiva, or real ones missed, are the likely errors there);
 * a side of the lone-premolar pattern read under ``auto`` dentition (both readings named; :mod:`.dentition`);
 * a tooth split in two (across the arch: ``split``, along it: ``packed``), a tooth dropped between two teeth
-  or at the arch's end, a tooth the cut found that the numbering left as gingiva (``unnumbered``), a mesh of several large parts (:mod:`.review_checks`); a tooth added back where one was dropped (``mended``, :mod:`.dropped_teeth`),
-  two pieces of one tooth merged (``merged``, :mod:`.cut_teeth`);
+  or at the arch's end, a tooth the cut found that the numbering left as gingiva (``unnumbered``), a mesh of
+  several large parts (:mod:`.review_checks`); a tooth added back where one was dropped (``mended``,
+  :mod:`.dropped_teeth`), two pieces of one tooth merged (``merged``, :mod:`.cut_teeth`);
 * a jaw told from the teeth by a thin margin, or a named jaw the teeth contradict (:mod:`.jaw_from_teeth`).
 
 A side read under a given dentition is not flagged for what that dentition explains (a molar-sized "5"

@@ -158,3 +158,32 @@ def test_a_cache_from_before_the_tooth_pair_cost_is_cut_again_under_todays_defau
     assert not np.array_equal(today, potts)
     np.testing.assert_array_equal(replay_file(path, {}).fdi, today)
     np.testing.assert_array_equal(replay_file(path, {"graph_cut_tooth_pair_cost": 1}).fdi, potts)
+
+
+def test_a_cache_made_under_an_old_default_says_so_and_the_json_keeps_it(shipped, tmp_path: Path) -> None:
+    """A cache stores the options its scans were made with; one made before a default changed replays under the
+    old value (as asked of it), and the replay says so in one line naming the option, both values and --set."""
+    import json
+
+    import torch
+
+    from pointmamba.data import load_scan
+    from pointmamba.inference.config import INFER_DEFAULTS
+    from pointmamba.research.numbering_replay import cache_scan
+
+    model, cfg = shipped
+    old = 0.0 if INFER_DEFAULTS["numbering_class_prior"] else 0.5
+    scan = load_scan(SAMPLES / "MSN021" / "MSN021_lower.obj")
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    cache_scan(cache / "MSN021_lower.npz", scan, model,
+               {**cfg, "infer": {**(cfg.get("infer") or {}), "numbering_class_prior": old}}, torch.device("cpu"))
+    code, _, err = run_tool("numbering_replay", "replay", cache, "--no-progress", "--out", tmp_path / "r1")
+    assert code == 0, err[-2000:]
+    note = [line for line in err.splitlines() if line.startswith("note:")]
+    assert len(note) == 1 and f"numbering_class_prior={old} (today {INFER_DEFAULTS['numbering_class_prior']})" in note[0]
+    assert "--set" in note[0]
+    assert json.loads((tmp_path / "r1" / "replay.json").read_text())["stored_not_default"] == {"numbering_class_prior": old}
+    code, _, err = run_tool("numbering_replay", "replay", cache, "--no-progress", "--out", tmp_path / "r2", "--set",
+                            f"infer.numbering_class_prior={INFER_DEFAULTS['numbering_class_prior']}")
+    assert code == 0 and "note:" not in err, err[-2000:]

@@ -238,23 +238,32 @@ def _lost_at_ends(teeth: list["ToothConfidence"], inst: list, jaw: str, theta: n
     return out
 
 
+def looks_unnumbered(inst: "Instance", probs: np.ndarray, jaw: str, rules: "ReviewRules") -> float | None:
+    """The mean gingiva probability (``probs`` column 0) of the vertices of ``inst``, a cut piece numbered
+    gingiva, where the ``unnumbered`` check reports it: at least ``rules.unnumbered_width`` x the jaw's narrowest
+    typical tooth width wide and that mean below 1 - TOOTH_PROBABILITY (the network calls it tooth); else None
+    (and always with the check off)."""
+    from ..data.arch import TEXTBOOK_WIDTH_MM
+
+    if rules.unnumbered_width is None or inst.width < rules.unnumbered_width * float(TEXTBOOK_WIDTH_MM[jaw].min()):
+        return None
+    gum = float(np.asarray(probs)[inst.vertices, 0].mean())
+    return gum if gum < 1.0 - TOOTH_PROBABILITY else None
+
+
 def unnumbered_findings(numbering: Any, probs: np.ndarray, jaw: str, rules: "ReviewRules") -> list[tuple[str, str]]:
     """``unnumbered`` findings: each of the ``numbering``'s instances (cut pieces, :mod:`.tooth_numbering`) it
-    numbered gingiva that is at least ``rules.unnumbered_width`` x the jaw's narrowest typical tooth width wide
-    and whose vertices' mean probability of gingiva (``probs`` column 0) is below 1 - TOOTH_PROBABILITY, named by
-    the numbered teeth beside it along the arch. None (off) or no numbering: none."""
-    from ..data.arch import TEXTBOOK_WIDTH_MM, fdi_of_index
+    numbered gingiva that :func:`looks_unnumbered`, named by the numbered teeth beside it along the arch. No
+    numbering: none."""
+    from ..data.arch import fdi_of_index
 
-    if rules.unnumbered_width is None or numbering is None:
+    if numbering is None:
         return []
-    least = rules.unnumbered_width * float(TEXTBOOK_WIDTH_MM[jaw].min())
     options = list(numbering.options)
     out = []
     for i, (inst, opt) in enumerate(zip(numbering.instances, options)):
-        if opt is not None or inst.width < least:
-            continue
-        gum = float(np.asarray(probs)[inst.vertices, 0].mean())
-        if gum >= 1.0 - TOOTH_PROBABILITY:
+        gum = looks_unnumbered(inst, probs, jaw, rules) if opt is None else None
+        if gum is None:
             continue
         # the instances are sorted along the arch: the nearest numbered tooth on each side names the place
         before = next((fdi_of_index(o[1], jaw) for o in reversed(options[:i]) if o is not None), None)

@@ -17,7 +17,9 @@ act after the graph cut (the numbering's priors, the dentition, the mends and me
 the graph cut's own options by cutting the stored probabilities again (also where today's default of a cut
 option differs from the one the cache's cut was made with: a cache written before
 ``infer.graph_cut_tooth_pair_cost`` existed is cut again under its default). The options that act on the network's
-probabilities (the views, the averaged networks) would need the network and are refused. It writes
+probabilities (the views, the averaged networks) would need the network and are refused. An option a cache
+stores keeps its stored value, an old default included: the replay names those that differ from today's
+defaults (one line on stderr, and ``stored_not_default`` in replay.json); ``--set`` replays under today's. It writes
 DIR/per_scan.csv (per-scan mIoU, as tools/test.py scores it), DIR/removals.csv and DIR/replay.json and
 DIR/summary.md (the per-scan mean, 10th percentile and kept share, the scans flagged for review below 0.80
 and at or above it; the removal check's share of removals changing another tooth). With the stored options
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -109,6 +112,22 @@ def replay_file(path: Path, overrides: dict[str, Any], review: bool = False) -> 
         return Replayed(pred.fdi, d["labels"], jaw, **prediction_review(pred, jaw, faces))
 
 
+def stored_not_default(files: list[Path], overrides: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
+    """{option: (value stored in some of ``files``, today's default)} for the options the cached scans were made
+    with that differ from today's defaults and that ``overrides`` does not set (a cache made before a default
+    changed replays under the old value)."""
+    from ..inference.config import INFER_DEFAULTS
+
+    out: dict[str, tuple[Any, Any]] = {}
+    for path in files:
+        with np.load(path) as d:
+            stored = json.loads(str(d["options"]))
+        for key, value in stored.items():
+            if key in INFER_DEFAULTS and key not in overrides and value != INFER_DEFAULTS[key]:
+                out.setdefault(key, (value, INFER_DEFAULTS[key]))
+    return out
+
+
 def _cache(args: argparse.Namespace) -> None:
     from tqdm import tqdm
 
@@ -149,6 +168,11 @@ def _replay(args: argparse.Namespace) -> None:
         raise ValueError(f"{cache}: no cached scan (.npz) here: run `numbering_replay cache` first")
     check_out_dir(out)
     overrides = infer_overrides(args.overrides)
+    stale = stored_not_default(files, overrides)
+    if stale:  # a cache keeps the options it was made with, old defaults included: say which, once
+        print(f"note: {cache}: replayed under the options its scans were cached with, which differ from today's "
+              f"defaults in {', '.join(f'{k}={v} (today {d})' for k, (v, d) in sorted(stale.items()))}; "
+              "--set infer.KEY=VALUE to replay under today's", file=sys.stderr)
     numbered = {f.stem: replay_file(f, overrides, review=REMOVAL_MARK not in f.stem)
                 for f in tqdm(files, desc="numbering replay")}
     rows, bases = [], {}  # bases: each whole scan's tooth numbers, which its removals are compared with
@@ -178,7 +202,9 @@ def _replay(args: argparse.Namespace) -> None:
                                             f"({summary['share_of_removals_changing_any']:.1%})" if summary else "-")
              + " |\n")
     write_study(out, "replay.json", {"cache": str(cache), "overrides": overrides, "scans": scans,
-                                     "removal_check": summary}, table, "per_scan.csv, removals.csv")
+                                     "removal_check": summary,
+                                     "stored_not_default": {k: v for k, (v, _) in sorted(stale.items())}},
+                table, "per_scan.csv, removals.csv")
 
 
 def main() -> None:

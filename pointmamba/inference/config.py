@@ -74,11 +74,6 @@ INFER_DEFAULTS: dict[str, Any] = {
     # pre-registered rule: simulated drops restored 80 % / 90 % held out (splits A / B), no val scan changed
     # (docs/results/review_flag); false: the cut's teeth alone
     "mend_dropped": True,
-    # a piece the cut made tooth that the numbering left as gingiva, where the review's unnumbered check reports
-    # it, is numbered where that keeps every other tooth's number and costs at most this many nats (flagged
-    # "mended"; inference/tooth_numbering.number_unnumbered). 0: off. Awaiting its pre-registered rule
-    # (candidate 4.65; docs/results/review_flag/log.md, session 64)
-    "mend_unnumbered": 0.0,
     # two neighbouring teeth that the split or packed review check reports (one tooth cut between two numbers,
     # the teeth behind moved on one) are merged and the arch numbered again (inference/cut_teeth.py; flagged
     # "merged"). On by its pre-registered rule: held out it changed 4 val scans, all up (split A's mean

@@ -64,9 +64,6 @@ class ReviewRules:
     premolar_mm: float = 9.5
     room: float = 1.6  # neighbours' centroids further apart than this times their typical half-widths' sum
     touch: float = 1.25  # a number skipped between neighbours closer than this times that sum
-    # ... or whose nearest vertices are closer than this (mm; None: the centroids alone). Awaiting its
-    # pre-registered rule (docs/results/review_flag/log.md, session 64)
-    skipped_gap_mm: float | None = None
     few_teeth: int = 6  # fewer teeth than this: a person checks (no val arch has under 11)
     # inference/review_checks.py; chosen before any val figure (docs/results/review_flag/README.md).
     # split: two touching neighbours each narrower than split_half x their number's typical width, together
@@ -315,28 +312,11 @@ def review_findings(teeth: list[ToothConfidence], jaw: str, aligned: np.ndarray 
         if not skipped and gap > rules.room * adjacent:
             reasons.append(("room", f"room for a tooth between {a.fdi} and {b.fdi} ({gap:.1f} mm apart, "
                                     f"typical {adjacent:.1f})"))
-        elif skipped and not {a.fdi, b.fdi} <= explained:
+        elif skipped and gap < rules.touch * adjacent and not {a.fdi, b.fdi} <= explained:
             missing = ", ".join(map(str, skipped))
-            if gap < rules.touch * adjacent:
-                reasons.append(("skipped", f"{missing} missing but {a.fdi} and {b.fdi} touch ({gap:.1f} mm apart): "
-                                           "numbers shifted?"))
-            elif rules.skipped_gap_mm is not None:
-                # at the front of the arch the crowns turn, and touching neighbours' centroids sit far apart
-                near = _nearest_mm(aligned[instances == a.instance], aligned[instances == b.instance])
-                if near < rules.skipped_gap_mm:
-                    reasons.append(("skipped", f"{missing} missing but {a.fdi} and {b.fdi} touch ({near:.1f} mm "
-                                               "between them): numbers shifted?"))
+            reasons.append(("skipped", f"{missing} missing but {a.fdi} and {b.fdi} touch ({gap:.1f} mm apart): "
+                                       "numbers shifted?"))
     return reasons
-
-
-def _nearest_mm(a: np.ndarray, b: np.ndarray, points: int = 2000) -> float:
-    """The smallest distance (mm) between point sets ``a`` and ``b`` (up to ``points`` of the smaller queried)."""
-    from scipy.spatial import cKDTree
-
-    small, large = (a, b) if len(a) <= len(b) else (b, a)
-    if not len(small):
-        return float("inf")
-    return float(cKDTree(large).query(small[::max(1, len(small) // points)], k=1)[0].min())
 
 
 def tooth_truth(instances: np.ndarray, reference: np.ndarray) -> dict[int, int]:

@@ -3,6 +3,8 @@ defaults (split B's cache stores numbering_class_prior 0: set to today's 0.5).
 
     python docs/results/review_flag/skipped_gap/measure.py > docs/results/review_flag/skipped_gap/measure.txt
 
+(at commit c8958f9, which holds ``ReviewRules.skipped_gap_mm``; the option left after this measurement)
+
 Per scan: mIoU, the review flag and findings under each rule, whether any reference tooth is numbered wrong or
 lost; per split: recall below 0.80, flagged at or above 0.80, the scans with a wrong tooth flagged, the tooth AUC
 (a wrong tooth's confidence below a right one's, ties half; confidences as tools/predict.py reports them).

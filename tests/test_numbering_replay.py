@@ -186,5 +186,5 @@ def test_a_cache_made_under_an_old_default_says_so_and_the_json_keeps_it(shipped
     stored = json.loads((tmp_path / "r1" / "replay.json").read_text())["stored_not_default"]
     assert stored == {"numbering_class_prior": old}
     code, _, err = run_tool("numbering_replay", "replay", cache, "--no-progress", "--out", tmp_path / "r2", "--set",
-                            f"infer.numbering_class_prior={INFER_DEFAULTS['numbering_class_prior']}")
+                            f"infer.numbering_class_prior={today}")
     assert code == 0 and "note:" not in err, err[-2000:]

@@ -4,7 +4,7 @@
 |-------------------------------|----------------|-------------------------------------|-----------------------------------|
 | scan (``_SCAN``)              | selective_scan | mamba_ssm, torch, numba, triton     | mamba_ssm > triton > torch / numba |
 | conv1d (``_CONV1D``)          | causal_conv1d  | causal_conv1d, torch, numba, triton | causal_conv1d > triton > torch / numba |
-| spconv (``_SPCONV``)          | sparse_conv    | spconv, torch, gather               | spconv > torch / torch            |
+| spconv (``_SPCONV``)          | sparse_conv    | spconv, torch, gather               | spconv > gather / torch           |
 
 (a > b: a where it imports, else b)
 
@@ -16,7 +16,9 @@
   gather + matmul); on other devices than CPU and CUDA auto picks it too;
 - numba: our CPU kernels (fastest on CPU); CUDA tensors make a round trip through the CPU;
 - gather (spconv only): the gathered conv (``submconv_gather.py``), one matmul per conv on any device: far
-  fewer kernel launches than the rulebook, more arithmetic; chosen only when forced (not yet measured on a GPU).
+  fewer kernel launches than the rulebook, more arithmetic. Auto takes it on CUDA without spconv: the recipe's
+  training step 1.27x the rulebook's on an H200, every agreement row inside (``docs/results/gpu/``); on the
+  CPU it is 8 % slower, so the CPU keeps the rulebook.
 
 An environment variable set to anything but ``auto`` forces that backend; a forced backend that cannot
 run raises ``BackendError`` (a ValueError, so the tools print it as one line) saying why. When auto has to
@@ -52,7 +54,8 @@ class Op:
     fallback: str  # what auto uses on CUDA without the extension, in words
     cpu: str  # auto's backend on CPU
     triton: bool = False  # has our Triton kernels
-    more: tuple[str, ...] = ()  # further backends of ours, on any device, taken only when forced
+    more: tuple[str, ...] = ()  # further backends of ours, on any device, taken only when forced (or as `cuda`)
+    cuda: str = "torch"  # ours that auto takes on CUDA without the extension (and without Triton kernels)
 
     @property
     def env(self) -> str:
@@ -67,7 +70,8 @@ class Op:
 OPS: dict[str, Op] = {
     "scan": Op("scan", "selective_scan", "mamba_ssm", "mamba-ssm", "the chunked torch scan", "numba", True),
     "conv1d": Op("conv1d", "causal_conv1d", "causal_conv1d", "causal-conv1d", "torch's conv1d", "numba", True),
-    "spconv": Op("spconv", "sparse_conv", "spconv", "spconv-cuXXX", "our torch rulebook conv", "torch", more=("gather",)),
+    "spconv": Op("spconv", "sparse_conv", "spconv", "spconv-cuXXX", "our gathered conv", "torch", more=("gather",),
+             cuda="gather"),
 }
 
 _imports: dict[str, tuple[Any, str | None]] = {}  # op or "triton" -> (imported function / module or None, why not)
@@ -135,7 +139,7 @@ def _choose(name: str, device: torch.device) -> tuple[str, str | None]:
                 if triton_error() is None:
                     return "triton", why
                 why += f"; triton not importable ({triton_error()})"
-            return "torch", why
+            return op.cuda, why
         return (op.cpu if device.type == "cpu" else "torch"), None
     if want == "triton":
         if device.type != "cuda" and not interpreting():
@@ -159,11 +163,11 @@ def choose(op: str, device: torch.device | str) -> str:
     when CUDA falls back for want of the extension, and logs the choice once at debug level."""
     device = torch.device(device)
     name, why = _choose(op, device)
-    if why is not None and name == "torch" and op not in _warned:
+    if why is not None and name == OPS[op].cuda and op not in _warned:
         _warned.add(op)
         info = OPS[op]
         warnings.warn(f"pointmamba: {why}; CUDA {info.function} uses {info.fallback} instead (install "
-                      f"{info.package} for its CUDA kernel, or set {info.env}=torch to choose this)",
+                      f"{info.package} for its CUDA kernel, or set {info.env}={info.cuda} to choose this)",
                       RuntimeWarning, stacklevel=3)
     key = (op, name, device.type)
     if key not in _logged:

@@ -4,12 +4,10 @@
 #   bash bench/gpu_session.sh prepare                 # HERE: wheels + data into .gpu_train/ (ignored by git)
 #   bash bench/gpu_session.sh train NAME:CONFIG[:k=v,...] ...   # DEVICE call 1, carry [".gpu_train"], the
 #        # shipped model moved aside (64 MiB): the recipe's step taken apart per sparse-conv backend
-#        # (bench/train_step.py), the gathered conv's agreement rows, its pre-registered rule applied, then
-#        # bench/gpu_train.sh with what is left of GPU_SESSION_SECONDS
+#        # (bench/train_step.py), then bench/gpu_train.sh with what is left of GPU_SESSION_SECONDS
 #   bash bench/gpu_session.sh check                   # DEVICE call 2, carry [".gpu_train/whl"] (the data
-#        # would not fit beside the model), the shipped model back: the step with torch.compile on the Mamba
-#        # blocks (where call 1's data is still there), then gpu_check's Triton rows, every section
-#        # (GPU_SESSION_SPARSE_CONV=gather before it where call 1 said the rule holds)
+#        # would not fit beside the model), the shipped model back: gpu_check's Triton rows, every section
+#        # (GPU_SESSION_SPARSE_CONV=torch to check the rulebook conv instead of the gathered one)
 #
 # Everything lands in $OUT; each step has its own timeout so the call returns inside run's 600 s.
 set -uo pipefail
@@ -43,23 +41,13 @@ deps() {
     $PY -c "import gco, maxflow, plyfile, torch, triton; print('deps: torch', torch.__version__, 'triton', triton.__version__, torch.cuda.get_device_name(0))"
 }
 
-# the recipe's step per sparse-conv backend, then the gathered conv's agreement; prints the backend to train with
+# the recipe's step taken apart per sparse-conv backend (auto on CUDA takes gather since 2026-11-28)
 measure() {
-    local keep=/tmp/pm_gpu_session_rule  # the rows the rule reads: this call's only (never an earlier call's)
-    rm -rf "$keep" && mkdir -p "$keep"
     (cd "$ROOT" && timeout 150 $PY bench/train_step.py --backends torch gather --steps 20 \
         --json "$OUTDIR/train_step.json") > "$OUTDIR/train_step.log" 2>&1
-    cat "$OUTDIR/train_step.log" >&2
-    (cd "$ROOT" && timeout 150 $PY bench/gpu_check.py --where cuda-triton --triton-sparse-conv gather \
-        --sections agreement --json "$OUTDIR/gpu_check_gather.json") > "$OUTDIR/gpu_check_gather.log" 2>&1
-    tail -16 "$OUTDIR/gpu_check_gather.log" >&2
-    cp "$OUTDIR"/train_step.json "$OUTDIR"/gpu_check_gather.json "$keep/" 2>/dev/null
+    cat "$OUTDIR/train_step.log"
     # one archive: at most 8 files come back from a call (the models and each run's logs come after)
-    (cd "$OUTDIR" && tar -czf measure.tar.gz train_step.* gpu_check_gather.* 2>/dev/null \
-        && rm -f train_step.* gpu_check_gather.*)
-    (cd "$ROOT" && $PY -c "import sys; sys.path.insert(0, 'bench'); import train_step
-holds, why = train_step.gather_rule('$keep/train_step.json', '$keep/gpu_check_gather.json')
-print(why, file=sys.stderr); print('gather' if holds else 'torch')")
+    (cd "$OUTDIR" && tar -czf measure.tar.gz train_step.* 2>/dev/null && rm -f train_step.*)
 }
 
 train() {
@@ -68,24 +56,19 @@ train() {
     deps
     local data=$ROOT/../shared/data
     [ -d "$data/iosseg" ] || { mkdir -p "$data" && tar -xJf "$CARRY/data.tar.xz" -C "$data"; }
-    local spconv
-    spconv=$(measure) || spconv=torch
-    say "training with POINTMAMBA_BACKEND_SPCONV=${spconv:-torch}; $(left) s left"
+    measure
+    say "training; $(left) s left"
     # the recipe's 28 epochs or nothing (GPU_SESSION_MIN_EPOCHS): a cut schedule answers no rule, and the
     # device time it would take goes to the check call instead
-    POINTMAMBA_BACKEND_SPCONV=${spconv:-torch} GPU_TRAIN_SECONDS=$(( $(left) - 10 )) \
+    GPU_TRAIN_SECONDS=$(( $(left) - 10 )) \
         GPU_TRAIN_MIN_EPOCHS=${GPU_SESSION_MIN_EPOCHS:-28} bash "$ROOT/bench/gpu_train.sh" run "$@"
 }
 
 check() {
     mkdir -p "$OUTDIR"
     deps
-    if [ -d "$ROOT/../shared/data/iosseg" ]; then  # left by call 1 on a machine still held: torch.compile's row
-        (cd "$ROOT" && timeout 150 $PY bench/train_step.py --backends "${GPU_SESSION_SPARSE_CONV:-torch}" \
-            --compile blocks --steps 10 --json "$OUTDIR/train_step_compiled.json") 2>&1 | tail -3
-    fi
     (cd "$ROOT" && timeout $(( $(left) - 15 )) $PY bench/gpu_check.py --where cuda-triton \
-        --triton-sparse-conv "${GPU_SESSION_SPARSE_CONV:-torch}" --json "$OUTDIR/gpu_check_triton.json") 2>&1 | tee "$OUTDIR/gpu_check_triton.log" | tail -40
+        --triton-sparse-conv "${GPU_SESSION_SPARSE_CONV:-gather}" --json "$OUTDIR/gpu_check_triton.json") 2>&1 | tee "$OUTDIR/gpu_check_triton.log" | tail -40
 }
 
 case "${1:-}" in

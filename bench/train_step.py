@@ -4,7 +4,6 @@
     python bench/train_step.py                                   # the recipe (split B), its own device
     python bench/train_step.py --backends torch gather --json F  # each sparse-conv backend in turn
     python bench/train_step.py --config CFG --set data.num_workers=8 --steps 30
-    python bench/train_step.py --backends gather --compile blocks   # torch.compile on each Mamba block
 
 Issue 45 asks for a 0.12 s recipe step on a lent GPU; with the Triton scan it stayed at 0.5-0.67 s, though
 the same network trains synthetic 96k-point batches at 0.29 s a step (``docs/results/gpu/README.md``). These
@@ -17,8 +16,8 @@ stay as the environment sets them):
   under its autocast, the loss, backward, grad clip, fused AdamW), the device synchronised around each;
 - ``ops`` / ``host_waits``: aten calls dispatched in one step (a TorchDispatchMode count: on CUDA each is a
   kernel launch or a view) and those that make the host wait for the device (``.item()``, ``nonzero``,
-  ``unique``); counted in eager mode (under the counting mode compiled graphs run eagerly: the same count);
-- ``first_step_s``: the first step, compiles included (Triton, numba; torch.compile with ``--compile blocks``);
+  ``unique``);
+- ``first_step_s``: the first step, compiles included (Triton, numba);
 - CUDA only, from ``torch.profiler`` over 3 steps: ``gpu_busy_s`` (kernel time per step), ``kernels`` per
   step, and the ten kernels and ten CPU ops that take longest (in the JSON).
 
@@ -50,10 +49,11 @@ from pointmamba.utils.op_count import OpCount  # noqa: E402
 RECIPE = ROOT / "configs" / "shared_data_recipe_split2.yaml"
 
 
-def make_step(cfg: dict[str, Any], device: torch.device, compile_blocks: bool = False):  # noqa: ANN201
-    """The trainer's step (loss, backward, clip, optimizer) on a fresh seeded network of ``cfg``;
-    ``compile_blocks``: each Mamba block's forward through ``torch.compile`` (dynamic shapes: every batch
-    has its own number of points; our scan and conv1d stay outside the graphs as they are)."""
+def make_step(cfg: dict[str, Any], device: torch.device):  # noqa: ANN201
+    """The trainer's step (loss, backward, clip, optimizer) on a fresh seeded network of ``cfg``.
+
+    (``torch.compile`` on each Mamba block failed its pre-registered rule on an H200, 0.78x the eager step:
+    ``docs/results/gpu/README.md``; the option is at commit 7610f60.)"""
     from pointmamba.models.network import build_model
     from pointmamba.training.loss import segmentation_loss
     from pointmamba.training.optim import build_optimizer
@@ -61,20 +61,6 @@ def make_step(cfg: dict[str, Any], device: torch.device, compile_blocks: bool = 
 
     torch.manual_seed(cfg["seed"])
     model = build_model(cfg).to(device).train()
-    if compile_blocks:
-        from pointmamba.models import mamba
-        from pointmamba.models.mamba_block import MambaBlock
-
-        # our scan and conv1d are autograd Functions over numba / Triton kernels: the graphs call them as
-        # they are (dynamo tracing into numba's dispatcher fails), everything between them is compiled; the
-        # wrapped ops stay in place for the rest of the process (they behave the same in eager mode)
-        for name in ("causal_conv1d", "selective_scan"):
-            op = getattr(mamba, name)
-            if not getattr(op, "_torchdynamo_disable", False):
-                setattr(mamba, name, torch.compiler.disable(op))
-        for module in model.modules():
-            if isinstance(module, MambaBlock):
-                module.forward = torch.compile(module.forward, dynamic=True)
     optimizer = build_optimizer(model, cfg)
     t = cfg["train"]
     amp = bool(t["amp"]) and device.type == "cuda"
@@ -130,18 +116,17 @@ def cuda_profile(step: Any, batches: list[Any], device: torch.device) -> dict[st
             "top_cpu_ops": [[e.key, e.count // n, e.self_cpu_time_total / 1e3 / n] for e in top_cpu]}
 
 
-def measure(cfg: dict[str, Any], device: torch.device, backend_name: str, steps: int, dataset: Any,
-            compile_blocks: bool = False) -> dict[str, Any]:
+def measure(cfg: dict[str, Any], device: torch.device, backend_name: str, steps: int, dataset: Any) -> dict[str, Any]:
     """One row: ``POINTMAMBA_BACKEND_SPCONV=backend_name`` for the step."""
     os.environ["POINTMAMBA_BACKEND_SPCONV"] = backend_name
     # batches of its own (the same scans each row): a batch keeps the neighbour maps and curve routes built
     # for it, which would spare the next row their cost
     loader_s, batches = loader_seconds(dataset, cfg, steps)
     batches = [b.to(device) for b in batches]
-    step = make_step(cfg, device, compile_blocks)
+    step = make_step(cfg, device)
     sync(device)
     t0 = time.perf_counter()
-    step(batches[0])  # compiles (Triton, numba, torch.compile) and builds caches outside the step's clock
+    step(batches[0])  # compiles (Triton, numba) and builds caches outside the step's clock
     sync(device)
     first_s = time.perf_counter() - t0
     seconds = []
@@ -154,7 +139,7 @@ def measure(cfg: dict[str, Any], device: torch.device, backend_name: str, steps:
     with OpCount() as count:
         step(batches[0])
     row: dict[str, Any] = {
-        "spconv": backend_name, "compile": "blocks" if compile_blocks else "none", "device": str(device),
+        "spconv": backend_name, "device": str(device),
         "steps": len(seconds), "first_step_s": first_s,
         "points_per_step": statistics.mean(len(b) for b in batches), "loader_s": loader_s,
         "step_s": statistics.median(seconds), "step_min_s": min(seconds),
@@ -169,23 +154,6 @@ def measure(cfg: dict[str, Any], device: torch.device, backend_name: str, steps:
 GATHER_SPEEDUP = 1.15  # the gathered conv's pre-registered rule (docs/results/gpu/README.md, 2026-11-27)
 
 
-def gather_rule(train_step_json: str | Path, gpu_check_json: str | Path) -> tuple[bool, str]:
-    """The gathered conv's pre-registered rule from this script's rows and ``gpu_check.py --sections
-    agreement``'s rows run with it forced: its step at least GATHER_SPEEDUP x the rulebook's, and every
-    agreement row inside its tolerance (rows that need the shipped model, left behind when the data is
-    carried, do not count). (holds, the sentence saying why)."""
-    rows = {r["spconv"]: r for r in json.loads(Path(train_step_json).read_text())["rows"]}
-    checks = [r for r in json.loads(Path(gpu_check_json).read_text())["rows"] if r["section"] == "agreement"]
-    counted = [r for r in checks if "teeth17_shared_data.pth" not in r["status"]]
-    bad = [f"{r['check']}: {r['status']}" for r in counted if r["status"] != "ok"]
-    ratio = rows["torch"]["step_s"] / rows["gather"]["step_s"]
-    holds = bool(counted) and not bad and ratio >= GATHER_SPEEDUP
-    why = (f"gather: step {ratio:.2f}x the rulebook's (>= {GATHER_SPEEDUP} asked), {len(counted)} agreement rows"
-           + (f", outside: {'; '.join(bad)}" if bad else (" inside" if counted else " (none ran)"))
-           + f": the rule {'holds' if holds else 'fails'}")
-    return holds, why
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", type=Path, default=RECIPE)
@@ -193,8 +161,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=20, help="timed steps per backend (default 20)")
     parser.add_argument("--backends", nargs="+", default=["torch", "gather"], help="POINTMAMBA_BACKEND_SPCONV values")
     parser.add_argument("--device", default="auto", help="auto (cuda where available), cpu or cuda")
-    parser.add_argument("--compile", choices=("none", "blocks"), default="none",
-                        help="blocks: each Mamba block through torch.compile (issue 45: does it earn its place?)")
     parser.add_argument("--json", type=Path, help="also write the rows here")
     args = parser.parse_args(argv)
     if args.steps < 2:
@@ -214,11 +180,11 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     try:
         for name in args.backends:
-            row = measure(cfg, device, name, args.steps, dataset, args.compile == "blocks")
+            row = measure(cfg, device, name, args.steps, dataset)
             row["backends"] = backend.backends(device)
             rows.append(row)
             gpu = f", GPU busy {row['gpu_busy_s']:.3f} s, {row['kernels']:.0f} kernels" if "gpu_busy_s" in row else ""
-            print(f"spconv={name:7s} compile={row['compile']} {row['device']}: step {row['step_s']:.3f} s "
+            print(f"spconv={name:7s} {row['device']}: step {row['step_s']:.3f} s "
                   f"(min {row['step_min_s']:.3f}, first {row['first_step_s']:.1f}), "
                   f"loader {row['loader_s']:.3f} s/batch, {row['points_per_step']:.0f} points, "
                   f"{row['ops']} ops, {row['host_waits']} host waits{gpu}", flush=True)

@@ -119,6 +119,30 @@ def test_binary_search_and_dense_table_agree(monkeypatch: pytest.MonkeyPatch) ->
     searched = build_neighbour_map(grid, batch, 5)
     assert dense.pair_ptr == searched.pair_ptr  # with the pairs themselves: the whole neighbour relation
     assert torch.equal(dense.pair_in, searched.pair_in) and torch.equal(dense.pair_out, searched.pair_out)
+    assert torch.equal(dense.table, searched.table)  # the search's mirrored half included
+    # offsets looked up a few at a time (what a large batch does) give the same table both ways
+    monkeypatch.setattr(sc_module, "_CHUNK_ELEMENTS", 200)
+    assert torch.equal(build_neighbour_map(grid, batch, 5).table, dense.table)
+    monkeypatch.setattr(sc_module, "_DENSE_TABLE_MAX", 1 << 24)
+    assert torch.equal(build_neighbour_map(grid, batch, 5).table, dense.table)
+
+
+@pytest.mark.parametrize("k", [3, 5])
+def test_neighbour_table_reads_nothing_back_per_offset(k: int) -> None:
+    """On CUDA every read of a value waits for the queued kernels (issue 45: the training step's host
+    waits). The table the gathered conv uses costs the key box's extents and the duplicate check, whatever
+    the kernel size; only the rulebook, built on first use, reads its pair counts."""
+    from pointmamba.utils.op_count import OpCount
+
+    gen = torch.Generator().manual_seed(k)
+    grid, batch = _random_sites(gen, [70, 40], 6)
+    with OpCount() as count:
+        nbr = build_neighbour_map(grid, batch, k)
+    assert count.host_waits <= 4, count.ops
+    table = nbr.table.clone()
+    with OpCount() as count:
+        nbr.rulebook()
+    assert count.host_waits <= 2 and torch.equal(nbr.table, table)
 
 
 def test_rulebook_lists_exactly_the_existing_pairs() -> None:

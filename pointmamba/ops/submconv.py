@@ -4,9 +4,10 @@ ops elsewhere (``backend.choose("spconv", device)`` decides; see ``backend.py``)
 Why our own: spconv's CPU wheel crashes in backward on a CPU-only torch and gave wrong rows and wrong
 input gradients with 2 threads. Ours builds a neighbour table (site x kernel offset -> neighbouring site)
 from int64 voxel keys of (batch, x, y, z), looked up in a dense key -> site table when the grid box is
-small, else with ``torch.searchsorted`` over the sorted keys (only half the offsets are searched: the
-mirrored offset has the same pairs swapped). From it, a rulebook: the (input site, output site) pairs of
-every offset, grouped by offset. The conv is then one dense matmul for the centre offset plus, per chunk
+small, else with ``torch.searchsorted`` over the sorted keys (half the offsets searched, the mirrored
+offset having the same pairs swapped), in batched lookups that read nothing back from the device (the
+gathered conv uses the table as it is). From it, a rulebook: the (input site, output site) pairs of every
+offset, grouped by offset. The conv is then one dense matmul for the centre offset plus, per chunk
 of pairs, one gather, one matmul per offset and one ``index_add_``: work proportional to the pairs that
 exist. All of it, neighbour search and rulebook included, is torch ops on the tensors' own device (no
 numpy, no numba): on CUDA without spconv it runs on the GPU, in float32 with autocast off (AMP's bfloat16
@@ -30,7 +31,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import torch
@@ -55,22 +56,23 @@ _DENSE_TABLE_MAX = 1 << 24
 
 @dataclass
 class NeighbourMap:
-    """Which site feeds each site through each kernel offset, as a rulebook.
+    """Which site feeds each site through each kernel offset: a dense table, and from it a rulebook.
 
-    ``pair_in`` and ``pair_out`` (P,) list every (input site, output site) pair of the non-centre offsets,
-    offset by offset (flat offset ``(dx * K + dy) * K + dz``, each in 0..K-1, centre K//2), output sites
-    ascending within an offset; offset o's pairs are ``pair_ptr[o]:pair_ptr[o + 1]`` (the centre offset's
-    range is empty: it pairs every site with itself and is one dense matmul). ``site`` (N,) maps rows to
-    sites where voxels hold several rows, else None (rows are sites).
+    ``table`` (sites, K^3) holds the site feeding each site through each flat offset ``(dx * K + dy) * K +
+    dz`` (each in 0..K-1, centre K//2), ``num_sites`` where that voxel is empty, the site itself at the
+    centre. It is built without reading anything back from the device (on CUDA each read waits for the
+    queue: the training step's host waits, issue 45), so the gathered conv never waits for it. The rulebook
+    (``pair_in``, ``pair_out``, ``pair_ptr``) is derived on first use: every (input site, output site) pair of
+    the non-centre offsets, offset by offset, output sites ascending within an offset; offset o's pairs are
+    ``pair_ptr[o]:pair_ptr[o + 1]`` (the centre's range is empty: it pairs every site with itself and is one
+    dense matmul). ``site`` (N,) maps rows to sites where voxels hold several rows, else None (rows are sites).
     """
 
     kernel_size: int
     num_sites: int
     site: Tensor | None
-    pair_in: Tensor
-    pair_out: Tensor
-    pair_ptr: list[int]
-    table: Tensor | None = None  # (sites, K^3) dense neighbour table, built by the gather backend on first use
+    table: Tensor
+    _rulebook: tuple[Tensor, Tensor, list[int]] | None = field(default=None, repr=False)
 
     @property
     def center(self) -> int:
@@ -78,7 +80,31 @@ class NeighbourMap:
 
     @property
     def device(self) -> torch.device:
-        return self.pair_in.device
+        return self.table.device
+
+    def rulebook(self) -> tuple[Tensor, Tensor, list[int]]:
+        """(pair_in, pair_out, pair_ptr), built once (one ``nonzero`` and one read of the counts)."""
+        if self._rulebook is None:
+            m, k3 = self.num_sites, self.kernel_size**3
+            filled = self.table < m
+            filled[:, self.center] = False
+            pair_offset, pair_out = filled.t().nonzero(as_tuple=True)  # offset-major, sites ascending
+            pair_in = self.table[pair_out, pair_offset]
+            counts = torch.bincount(pair_offset, minlength=k3).cumsum(0).tolist()
+            self._rulebook = (pair_in, pair_out, [0] + counts)
+        return self._rulebook
+
+    @property
+    def pair_in(self) -> Tensor:
+        return self.rulebook()[0]
+
+    @property
+    def pair_out(self) -> Tensor:
+        return self.rulebook()[1]
+
+    @property
+    def pair_ptr(self) -> list[int]:
+        return self.rulebook()[2]
 
     @property
     def num_pairs(self) -> int:
@@ -102,8 +128,9 @@ class NeighbourMap:
         return [g for g in groups if g]
 
 
-def _voxel_keys(grid_coord: Tensor, batch: Tensor, radius: int) -> tuple[Tensor, tuple[int, int, int]]:
-    """int64 key of (batch, x, y, z) with a margin of ``radius`` cells so neighbour keys never wrap."""
+def _voxel_keys(grid_coord: Tensor, batch: Tensor, radius: int) -> tuple[Tensor, tuple[int, int, int, int]]:
+    """int64 key of (batch, x, y, z) with a margin of ``radius`` cells so neighbour keys never wrap, and the
+    key box (samples, x, y, z extents)."""
     if grid_coord.dim() != 2 or grid_coord.shape[1] != 3:
         raise ValueError(f"sparse_conv: grid_coord must be (N, 3), got {tuple(grid_coord.shape)}")
     gc = grid_coord.long()
@@ -117,7 +144,7 @@ def _voxel_keys(grid_coord: Tensor, batch: Tensor, radius: int) -> tuple[Tensor,
         raise ValueError(f"sparse_conv: grid extent {hi} with {num_batches} samples overflows int64 voxel keys")
     g = gc + radius
     key = ((batch.long() * size[0] + g[:, 0]) * size[1] + g[:, 1]) * size[2] + g[:, 2]
-    return key, size
+    return key, (num_batches, *size)
 
 
 def build_neighbour_map(grid_coord: Tensor, batch: Tensor, kernel_size: int) -> NeighbourMap:
@@ -125,7 +152,8 @@ def build_neighbour_map(grid_coord: Tensor, batch: Tensor, kernel_size: int) -> 
     if kernel_size < 1 or kernel_size % 2 == 0:
         raise ValueError(f"sparse_conv: kernel_size must be odd and >= 1, got {kernel_size}")
     r = kernel_size // 2
-    key, size = _voxel_keys(grid_coord, batch, r)
+    key, box = _voxel_keys(grid_coord, batch, r)
+    size = box[1:]
     sorted_key, perm = torch.sort(key)
     if key.numel() > 1 and bool((sorted_key[1:] == sorted_key[:-1]).any()):
         site_keys, site_of_sorted = torch.unique_consecutive(sorted_key, return_inverse=True)
@@ -136,37 +164,37 @@ def build_neighbour_map(grid_coord: Tensor, batch: Tensor, kernel_size: int) -> 
     else:
         site_keys, site, query, lookup = sorted_key, None, key, perm  # rows are sites
     m = len(site_keys)
-    offsets = list(itertools.product(range(-r, r + 1), repeat=3))
-    total = int(batch.max()) + 1
-    for extent in size:
-        total *= extent
+    deltas = torch.tensor([(dx * size[1] + dy) * size[2] + dz
+                           for dx, dy, dz in itertools.product(range(-r, r + 1), repeat=3)], device=key.device)
     dense = None
-    if total <= _DENSE_TABLE_MAX:  # direct lookup: one gather per offset instead of a binary search
-        dense = torch.full((total,), -1, dtype=torch.int32 if m < 2**31 else torch.long, device=key.device)
+    if math.prod(box) <= _DENSE_TABLE_MAX:  # direct lookup: one gather instead of a binary search
+        dense = torch.full((math.prod(box),), m, dtype=torch.int32 if m < 2**31 else torch.long, device=key.device)
         dense[site_keys] = lookup.to(dense.dtype)
-    found: dict[int, tuple[Tensor, Tensor]] = {}
-    for flat, (dx, dy, dz) in enumerate(offsets[: len(offsets) // 2]):
-        q = query + (dx * size[1] + dy) * size[2] + dz  # the margin keeps q inside the key range
+    # looked up in groups of offsets that keep a (sites, group) block of keys under the chunk budget (the
+    # margin keeps every key inside the box); nothing here reads back from the device. The dense table
+    # looks every offset up (cheaper than the scatter below); the binary search only the first half, the
+    # mirrored offset having the same pairs swapped, written by one scatter whose misses land in a spare row
+    todo = len(deltas) if dense is not None else len(deltas) // 2
+    group = max(1, _CHUNK_ELEMENTS // max(1, m))
+    parts = []
+    for lo in range(0, todo, group):
+        q = query[:, None] + deltas[None, lo:min(lo + group, todo)]
         if dense is not None:
-            hit_site = dense[q]
-            out_idx = (hit_site >= 0).nonzero().squeeze(1)
-            in_idx = hit_site[out_idx].long()
+            parts.append(dense[q].long())
         else:
             pos = torch.searchsorted(site_keys, q).clamp_(max=m - 1)
-            out_idx = (site_keys[pos] == q).nonzero().squeeze(1)
-            in_idx = lookup[pos[out_idx]]
-        if out_idx.numel():
-            found[flat] = (out_idx, in_idx)
-            found[len(offsets) - 1 - flat] = (in_idx, out_idx)  # the mirrored offset: the same pairs swapped
-    # (site, offset) -> neighbouring site or m: a dense table only on the way to the rulebook, whose
-    # offset-major order (output sites ascending) it gives for free; the centre column stays empty
-    table = torch.full((m, len(offsets)), m, dtype=torch.int32 if m < 2**31 - 1 else torch.long, device=key.device)
-    for flat, (out_idx, in_idx) in found.items():
-        table[out_idx, flat] = in_idx.to(table.dtype)
-    pair_offset, pair_out = (table < m).t().nonzero(as_tuple=True)
-    pair_in = table[pair_out, pair_offset].long()
-    counts = torch.bincount(pair_offset, minlength=len(offsets)).cumsum(0).tolist()
-    return NeighbourMap(kernel_size, m, site, pair_in, pair_out, [0] + counts)
+            parts.append(torch.where(site_keys[pos] == q, lookup[pos], m))
+    looked = torch.cat(parts, 1) if len(parts) > 1 else parts[0]
+    if dense is not None:
+        table = looked
+    else:
+        half, sites = todo, torch.arange(m, device=key.device)
+        table = torch.full((m + 1, len(deltas)), m, dtype=torch.long, device=key.device)
+        table[:m, :half] = looked
+        table[looked, torch.arange(len(deltas) - 1, half, -1, device=key.device)] = sites[:, None].expand(m, half)
+        table[:m, half] = sites
+        table = table[:m]
+    return NeighbourMap(kernel_size, m, site, table)
 
 
 def _cache(point: PointBatch) -> dict:

@@ -29,15 +29,7 @@ __all__ = ["gather_conv", "neighbour_table"]
 
 def neighbour_table(nbr: NeighbourMap) -> Tensor:
     """(sites, K^3) long: the site feeding each site through each flat offset, ``num_sites`` where the
-    voxel is empty, the site itself at the centre. Built once from the rulebook and kept on ``nbr``."""
-    if nbr.table is None:
-        k3, m = nbr.kernel_size**3, nbr.num_sites
-        counts = torch.tensor([e - s for s, e in zip(nbr.pair_ptr[:-1], nbr.pair_ptr[1:])], device=nbr.device)
-        offset = torch.repeat_interleave(torch.arange(k3, device=nbr.device), counts, output_size=len(nbr.pair_in))
-        table = torch.full((m, k3), m, dtype=torch.long, device=nbr.device)
-        table[nbr.pair_out, offset] = nbr.pair_in
-        table[:, nbr.center] = torch.arange(m, device=nbr.device)
-        nbr.table = table
+    voxel is empty, the site itself at the centre (the map's own table)."""
     return nbr.table
 
 

@@ -11,14 +11,16 @@ import torch
 from torch import Tensor
 
 
-def padded_index(lengths: Tensor) -> tuple[Tensor, Tensor, int]:
-    """Flat position in a (B*Lmax) grid of every packed row, the (B, Lmax) validity mask, and Lmax."""
+def padded_index(lengths: Tensor, total: int | None = None) -> tuple[Tensor, Tensor, int]:
+    """Flat position in a (B*Lmax) grid of every packed row, the (B, Lmax) validity mask, and Lmax.
+    ``total``: the number of rows where the caller knows it (on CUDA, reading the sum waits for the queue)."""
     lengths = lengths.long()
     num = len(lengths)
     lmax = int(lengths.max()) if num else 0
+    total = int(lengths.sum()) if total is None else total
     starts = torch.cumsum(lengths, 0) - lengths
-    batch = torch.repeat_interleave(torch.arange(num, device=lengths.device), lengths)
-    pos = torch.arange(int(lengths.sum()), device=lengths.device) - starts[batch]
+    batch = torch.repeat_interleave(torch.arange(num, device=lengths.device), lengths, output_size=total)
+    pos = torch.arange(total, device=lengths.device) - starts[batch]
     mask = torch.arange(lmax, device=lengths.device).unsqueeze(0) < lengths.unsqueeze(1)
     return batch * lmax + pos, mask, lmax
 
@@ -42,13 +44,15 @@ def padded_to_pack(y: Tensor, mask: Tensor) -> Tensor:
     return y[mask]
 
 
-def reverse_index(lengths: Tensor) -> Tensor:
-    """Permutation of packed rows that reverses each sample's valid part (an involution)."""
+def reverse_index(lengths: Tensor, total: int | None = None) -> Tensor:
+    """Permutation of packed rows that reverses each sample's valid part (an involution); ``total`` as in
+    :func:`padded_index`."""
     lengths = lengths.long()
+    total = int(lengths.sum()) if total is None else total
     ends = torch.cumsum(lengths, 0)
     starts = ends - lengths
-    batch = torch.repeat_interleave(torch.arange(len(lengths), device=lengths.device), lengths)
-    pos = torch.arange(int(lengths.sum()), device=lengths.device)
+    batch = torch.repeat_interleave(torch.arange(len(lengths), device=lengths.device), lengths, output_size=total)
+    pos = torch.arange(total, device=lengths.device)
     return starts[batch] + ends[batch] - 1 - pos
 
 
@@ -72,17 +76,20 @@ class Routes:
 def routes(order: Tensor, lengths: Tensor) -> Routes:
     """:class:`Routes` for rows visited in ``order`` (curve position -> row, grouped by sample with
     ``lengths`` rows each)."""
-    flat, mask, lmax = padded_index(lengths)
+    n = order.numel()  # the rows' count from the shape: no read back (see padded_index)
+    flat, mask, lmax = padded_index(lengths, n)
     size = len(lengths) * lmax
     into, back = [], []
-    for rows in (order, order[reverse_index(lengths)]):  # curve order; reversed within each sample
+    for rows in (order, order[reverse_index(lengths, n)]):  # curve order; reversed within each sample
         src = torch.zeros(size, dtype=torch.long, device=order.device)
         src[flat] = rows
         dst = torch.empty_like(rows)
         dst[rows] = flat
         into.append(src)
         back.append(dst)
-    return Routes((into[0], into[1]), (back[0], back[1]), (~mask).reshape(-1).nonzero().squeeze(1), len(lengths), lmax)
+    # the padded positions: their count is known, so a static-size nonzero that reads nothing back
+    pad = torch.nonzero_static((~mask).reshape(-1), size=size - n).squeeze(1)
+    return Routes((into[0], into[1]), (back[0], back[1]), pad, len(lengths), lmax)
 
 
 class _Route(torch.autograd.Function):

@@ -250,3 +250,22 @@ def test_split_in_projection_gradients(use_bias, use_z):
     want = torch.autograd.grad(loss(*F.linear(h, w, b).chunk(2, dim=-1)), leaves)
     for a, e in zip(got, want):
         torch.testing.assert_close(a, e, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("lengths", [[5, 3, 7], [4, 4]])
+def test_routes_reach_every_row_and_read_back_only_the_longest_sample(lengths):
+    """The mixer's routes: each row lands at its padded position and comes back, in both directions, the
+    padding listed; on CUDA every value read back waits for the queue (issue 45), so only Lmax is read."""
+    from pointmamba.point.sequence import padded_index, routes
+    from pointmamba.utils.op_count import OpCount
+
+    lens = torch.tensor(lengths)
+    n = int(lens.sum())
+    order = torch.randperm(n, generator=torch.Generator().manual_seed(len(lengths)))
+    with OpCount() as count:
+        r = routes(order, lens)
+    assert count.host_waits <= 1, count.ops
+    flat, mask, lmax = padded_index(lens)
+    assert r.lmax == max(lengths) and torch.equal(r.pad, (~mask).reshape(-1).nonzero().squeeze(1))
+    for d, rows in enumerate((order, order[reverse_index(lens)])):
+        assert torch.equal(r.into[d][flat], rows) and torch.equal(r.back[d][rows], flat)

@@ -1,7 +1,9 @@
 """The scored removals (score.py's A.txt, B.txt) grouped: whether the arch shows the lone-premolar pattern
 before or after the removal, and the teeth left; the flag's recall and its share of the others flagged.
 
-    python docs/results/review_flag/removals_scored/groups.py > docs/results/review_flag/removals_scored/groups.txt
+    python docs/results/review_flag/removals_scored/groups.py A B > docs/results/review_flag/removals_scored/groups.txt
+    python docs/results/review_flag/removals_scored/groups.py A_close B_close > .../groups_close.txt
+(each NAME: score.py's NAME.txt beside this file, from the replay cache work_dirs/replay/NAME)
 """
 import sys, numpy as np, statistics
 from pathlib import Path
@@ -10,7 +12,8 @@ def stats(v):
     v = sorted(v); n = len(v)
     return f"{n:4d}  mean {statistics.mean(v):.3f}  p10 {v[int(0.1 * (n - 1))]:.3f}  kept {100 * sum(x >= 0.8 for x in v) / n:.0f} %"
 HERE = Path(__file__).parent
-for split, txt in (("A", HERE / "A.txt"), ("B", HERE / "B.txt")):
+for split in sys.argv[1:]:
+    txt = HERE / f"{split}.txt"
     rows = []
     for line in open(txt):
         name, teeth, miou, flag, findings = line.split()

@@ -52,3 +52,22 @@ def test_the_call_and_its_findings() -> None:
     assert contradicted.used == "lower" and contradicted.finding()[0] == "jaw"
     assert JawCall("lower", "given", "lower", 9.0).to_json() == {"used": "lower", "source": "given", "teeth": "lower",
                                                                  "margin_nats": 9.0}
+
+
+def test_tools_test_reports_the_jaw_finding_as_predict_does(shipped) -> None:
+    """tools/test.py's review columns carry the jaw check's finding: the scores it reports for the flag are
+    the flag a user of tools/predict.py sees."""
+    import dataclasses
+
+    import torch
+
+    from pointmamba.data import load_scan
+    from pointmamba.evaluation.scan_summary import review_columns
+    from pointmamba.inference.pipeline import segment_scan
+
+    scan = dataclasses.replace(load_scan(SAMPLES / "MSN021" / "MSN021_lower.obj"), jaw="upper")
+    pred = segment_scan(shipped.model, scan, shipped.config, torch.device("cpu"))
+    columns = review_columns(pred, scan)
+    seen = shipped(read_obj(SAMPLES / "MSN021" / "MSN021_lower.obj"), units="mm", jaw="upper", name="MSN021")
+    assert columns["review"] and "jaw" in columns["findings"].split()
+    assert columns["findings"] == " ".join(sorted({kind for kind, _ in seen.confidence.findings}))

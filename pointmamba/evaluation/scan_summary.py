@@ -120,8 +120,9 @@ def prediction_review(pred: Any, jaw: str | None, faces: np.ndarray) -> dict[str
     from ..inference.confidence import scan_confidence
 
     instances = pred.instances if pred.instances is not None else instances_from_labels(pred.fdi)
+    # the jaw check's finding too, as tools/predict.py reports it (a given jaw its teeth contradict)
     conf = scan_confidence(pred.probs, pred.classes, instances, jaw, pred.aligned, pred.instance_probs,
-                           faces=faces, numbering=pred.numbering)
+                           faces=faces, numbering=pred.numbering, jaw_call=getattr(pred, "jaw_call", None))
     return {"review": conf.review, "findings": " ".join(sorted({kind for kind, _ in conf.findings}))}
 
 

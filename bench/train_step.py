@@ -151,9 +151,6 @@ def measure(cfg: dict[str, Any], device: torch.device, backend_name: str, steps:
     return row
 
 
-GATHER_SPEEDUP = 1.15  # the gathered conv's pre-registered rule (docs/results/gpu/README.md, 2026-11-27)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", type=Path, default=RECIPE)

@@ -41,9 +41,10 @@ deps() {
     $PY -c "import gco, maxflow, plyfile, torch, triton; print('deps: torch', torch.__version__, 'triton', triton.__version__, torch.cuda.get_device_name(0))"
 }
 
-# the recipe's step taken apart per sparse-conv backend (auto on CUDA takes gather since 2026-11-28)
+# the recipe's step taken apart per sparse-conv backend, in the order A B B A (the first row measured slower
+# on 2026-11-28: gather 1.27x with the rulebook first, 1.06x with gather first); auto on CUDA takes gather
 measure() {
-    (cd "$ROOT" && timeout 150 $PY bench/train_step.py --backends torch gather --steps 20 \
+    (cd "$ROOT" && timeout 200 $PY bench/train_step.py --backends torch gather gather torch --steps 12 \
         --json "$OUTDIR/train_step.json") > "$OUTDIR/train_step.log" 2>&1
     cat "$OUTDIR/train_step.log"
     # one archive: at most 8 files come back from a call (the models and each run's logs come after)

@@ -17,7 +17,7 @@
 - numba: our CPU kernels (fastest on CPU); CUDA tensors make a round trip through the CPU;
 - gather (spconv only): the gathered conv (``submconv_gather.py``), one matmul per conv on any device: far
   fewer kernel launches than the rulebook, more arithmetic. Auto takes it on CUDA without spconv: the recipe's
-  training step 1.27x the rulebook's on an H200, every agreement row inside (``docs/results/gpu/``); on the
+  training step 1.06-1.27x the rulebook's on two H200s, every agreement row inside (``docs/results/gpu/``); on the
   CPU it is 8 % slower, so the CPU keeps the rulebook.
 
 An environment variable set to anything but ``auto`` forces that backend; a forced backend that cannot

@@ -4,6 +4,7 @@
     python bench/train_step.py                                   # the recipe (split B), its own device
     python bench/train_step.py --backends torch gather --json F  # each sparse-conv backend in turn
     python bench/train_step.py --config CFG --set data.num_workers=8 --steps 30
+    python bench/train_step.py --backends gather --trainer        # and tools/train.py's own step beside it
 
 Issue 45 asks for a 0.12 s recipe step on a lent GPU; with the Triton scan it stayed at 0.5-0.67 s, though
 the same network trains synthetic 96k-point batches at 0.29 s a step (``docs/results/gpu/README.md``). These
@@ -50,7 +51,8 @@ RECIPE = ROOT / "configs" / "shared_data_recipe_split2.yaml"
 
 
 def make_step(cfg: dict[str, Any], device: torch.device):  # noqa: ANN201
-    """The trainer's step (loss, backward, clip, optimizer) on a fresh seeded network of ``cfg``.
+    """The trainer's step (loss, backward, clip, optimizer) on a fresh seeded network of ``cfg``, bare: no
+    class or scan weights in the loss, no hooks, checks or logs (``--trainer`` times those too).
 
     (``torch.compile`` on each Mamba block failed its pre-registered rule on an H200, 0.78x the eager step:
     ``docs/results/gpu/README.md``; the option is at commit 7610f60.)"""
@@ -77,6 +79,19 @@ def make_step(cfg: dict[str, Any], device: torch.device):  # noqa: ANN201
         return float(loss.detach())  # the trainer reads the loss every step too
 
     return step
+
+
+def make_trainer_step(cfg: dict[str, Any], device: torch.device):  # noqa: ANN201
+    """The trainer's own ``train_step`` (its hooks, the non-finite check, the scheduler, TensorBoard's loss
+    line) on a fresh seeded network of ``cfg``, writing to a temporary work dir: what ``tools/train.py``
+    pays a step beyond :func:`make_step`."""
+    import tempfile
+
+    from pointmamba.training.trainer import Trainer
+
+    work_dir = Path(tempfile.mkdtemp(prefix="train_step_")) / "run"
+    trainer = Trainer({**cfg, "work_dir": str(work_dir), "train": {**cfg["train"], "progress": False, "device": device.type}})
+    return trainer.train_step
 
 
 def loader_seconds(dataset: Any, cfg: dict[str, Any], batches: int) -> tuple[float, list[Any]]:
@@ -116,14 +131,15 @@ def cuda_profile(step: Any, batches: list[Any], device: torch.device) -> dict[st
             "top_cpu_ops": [[e.key, e.count // n, e.self_cpu_time_total / 1e3 / n] for e in top_cpu]}
 
 
-def measure(cfg: dict[str, Any], device: torch.device, backend_name: str, steps: int, dataset: Any) -> dict[str, Any]:
-    """One row: ``POINTMAMBA_BACKEND_SPCONV=backend_name`` for the step."""
+def measure(cfg: dict[str, Any], device: torch.device, backend_name: str, steps: int, dataset: Any,
+            trainer: bool = False) -> dict[str, Any]:
+    """One row: ``POINTMAMBA_BACKEND_SPCONV=backend_name`` for the step (``trainer``: the trainer's own)."""
     os.environ["POINTMAMBA_BACKEND_SPCONV"] = backend_name
     # batches of its own (the same scans each row): a batch keeps the neighbour maps and curve routes built
     # for it, which would spare the next row their cost
     loader_s, batches = loader_seconds(dataset, cfg, steps)
     batches = [b.to(device) for b in batches]
-    step = make_step(cfg, device)
+    step = make_trainer_step(cfg, device) if trainer else make_step(cfg, device)
     sync(device)
     t0 = time.perf_counter()
     step(batches[0])  # compiles (Triton, numba) and builds caches outside the step's clock
@@ -139,7 +155,7 @@ def measure(cfg: dict[str, Any], device: torch.device, backend_name: str, steps:
     with OpCount() as count:
         step(batches[0])
     row: dict[str, Any] = {
-        "spconv": backend_name, "device": str(device),
+        "spconv": backend_name, "step": "trainer" if trainer else "bare", "device": str(device),
         "steps": len(seconds), "first_step_s": first_s,
         "points_per_step": statistics.mean(len(b) for b in batches), "loader_s": loader_s,
         "step_s": statistics.median(seconds), "step_min_s": min(seconds),
@@ -158,6 +174,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=20, help="timed steps per backend (default 20)")
     parser.add_argument("--backends", nargs="+", default=["torch", "gather"], help="POINTMAMBA_BACKEND_SPCONV values")
     parser.add_argument("--device", default="auto", help="auto (cuda where available), cpu or cuda")
+    parser.add_argument("--trainer", action="store_true",
+                        help="after each backend's row, one with tools/train.py's own step (hooks, checks, logs)")
     parser.add_argument("--json", type=Path, help="also write the rows here")
     args = parser.parse_args(argv)
     if args.steps < 2:
@@ -176,12 +194,12 @@ def main(argv: list[str] | None = None) -> int:
     saved = os.environ.get("POINTMAMBA_BACKEND_SPCONV")
     rows = []
     try:
-        for name in args.backends:
-            row = measure(cfg, device, name, args.steps, dataset)
+        for name, trainer in [(n, t) for n in args.backends for t in ((False, True) if args.trainer else (False,))]:
+            row = measure(cfg, device, name, args.steps, dataset, trainer)
             row["backends"] = backend.backends(device)
             rows.append(row)
             gpu = f", GPU busy {row['gpu_busy_s']:.3f} s, {row['kernels']:.0f} kernels" if "gpu_busy_s" in row else ""
-            print(f"spconv={name:7s} {row['device']}: step {row['step_s']:.3f} s "
+            print(f"spconv={name:7s} {row['step']:7s} {row['device']}: step {row['step_s']:.3f} s "
                   f"(min {row['step_min_s']:.3f}, first {row['first_step_s']:.1f}), "
                   f"loader {row['loader_s']:.3f} s/batch, {row['points_per_step']:.0f} points, "
                   f"{row['ops']} ops, {row['host_waits']} host waits{gpu}", flush=True)

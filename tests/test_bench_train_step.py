@@ -57,3 +57,24 @@ def test_cuda_profile_runs_where_there_is_no_gpu(tmp_path: Path, monkeypatch: py
     out = train_step.cuda_profile(train_step.make_step(cfg, torch.device("cpu")), batches[:2], torch.device("cpu"))
     assert out["kernels"] == 0 and out["gpu_busy_s"] == 0
     assert len(out["top_cpu_ops"]) == 10 and all(ms >= 0 for _, _, ms in out["top_cpu_ops"])
+
+
+def test_the_trainer_row_runs_tools_train_s_own_step(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--trainer: the trainer's own step on the same seeded network gives the bare step's loss (the two rows
+    time the same computation; the trainer adds its hooks, checks and logs), on the same batches."""
+    import torch
+
+    from pointmamba.config import load_config
+    from pointmamba.training.data_builders import build_dataset
+
+    monkeypatch.setenv("POINTMAMBA_CPU_TUNING", "0")
+    monkeypatch.syspath_prepend(str(BENCH))
+    sys.modules.pop("train_step", None)
+    train_step = importlib.import_module("train_step")
+    root = write_synthetic(tmp_path / "synth")
+    cfg = load_config(None, tiny_overrides(root, tmp_path / "work") + ["data.num_workers=0", "model.drop_path=0.0"])
+    _, batches = train_step.loader_seconds(build_dataset(cfg, "train", True), cfg, 2)
+    cpu = torch.device("cpu")
+    bare, trainer = train_step.make_step(cfg, cpu), train_step.make_trainer_step(cfg, cpu)
+    for b in batches[:2]:
+        assert trainer(b) == pytest.approx(bare(b), rel=1e-5)

@@ -22,23 +22,13 @@ from pathlib import Path
 import numpy as np
 
 from pointmamba.evaluation.removal_check import tooth_numbers
-from pointmamba.inference.confidence import scan_confidence
-from pointmamba.inference.config import infer_options
-from pointmamba.inference.pipeline import refine_either_jaw, refined_prediction
-from pointmamba.research.numbering_replay import REMOVAL_MARK
+from pointmamba.research.numbering_replay import REMOVAL_MARK, replay_file
 
 
 def reviewed(path: Path, overrides: dict) -> tuple[np.ndarray, np.ndarray, bool, list[str]]:
-    """(predicted FDI, reference FDI, review flag, findings' kinds) of one cached scan."""
-    with np.load(path) as d:
-        jaw = str(d["jaw"])
-        options = {**json.loads(str(d["options"])), **overrides}
-        classes, numbering, call = refine_either_jaw(d["probs"], d["aligned"], d["faces"], d["normals"], jaw, 17, options)
-        pred = refined_prediction(classes, numbering, call, d["probs"], d["aligned"], jaw, 17)
-        conf = scan_confidence(pred.probs, pred.classes, pred.instances, jaw, pred.aligned, pred.instance_probs,
-                               faces=d["faces"], numbering=pred.numbering, jaw_call=pred.jaw_call,
-                               flagged_scale=float(infer_options({"infer": options})["flagged_confidence_scale"]))
-        return pred.fdi, d["labels"], bool(conf.review), sorted({k for k, _ in conf.findings})
+    """(predicted FDI, reference FDI, review flag, findings' kinds) of one cached scan (``replay_file``)."""
+    r = replay_file(path, overrides, review=True)
+    return r.fdi, r.reference, bool(r.review), sorted(r.findings.split())
 
 
 def main() -> None:

@@ -41,6 +41,7 @@ from typing import Callable
 import numpy as np
 
 from ..data.mesh import mesh_edges  # a mesh function; callers also find it here as graph_cut.mesh_edges
+from .expansion import potts
 
 REFERENCE_EDGE_MM = 0.677
 """Mean edge length (mm) of the densest decimated training scan (186 of ``../shared/data``: 0.678-1.18 mm).
@@ -171,8 +172,6 @@ def graph_cut(probs: np.ndarray, vertices: np.ndarray, faces: np.ndarray, normal
 def pair_costs(classes: np.ndarray, tooth_pair_cost: int = 1) -> np.ndarray:
     """(L, L) int64 cost, in edge weights, of an edge whose two ends take classes ``classes[i]`` and
     ``classes[j]``: 0 alike, 1 where one is the gingiva (class 0), ``tooth_pair_cost`` between two teeth."""
-    from .expansion import potts
-
     classes = np.asarray(classes)
     pair = potts(len(classes))
     teeth = classes > 0
@@ -258,8 +257,6 @@ def _expansion(edges: np.ndarray, weights: np.ndarray, cost: np.ndarray, pair: n
     (local site ids), an edge costing ``weight * pair[label, label]`` (:func:`pair_costs`; None: Potts);
     labels (n,) int64."""
     from gco import cut_general_graph
-
-    from .expansion import potts
 
     pairwise = np.ascontiguousarray(potts(cost.shape[1]) if pair is None else pair, dtype=np.int32)
     cut = cut_general_graph(edges, weights, cost, pairwise, n_iter=MAX_CYCLES, algorithm="expansion",

@@ -47,7 +47,10 @@ def test_a_replayed_cut_is_numbered_as_the_whole_prediction_numbers_it(shipped, 
     from pointmamba.evaluation.scan_summary import review_columns
     from pointmamba.research.numbering_replay import cache_scan, replay_file
 
+    from pointmamba import Segmenter
+
     model, cfg = shipped
+    segmenter = Segmenter()
     scan = load_scan(SAMPLES / "MSN022" / "MSN022_upper.obj")
     for name, case in (("whole", scan), ("without_24", without_tooth(scan, 24, "flatten"))):
         path = tmp_path / f"{name}.npz"
@@ -58,6 +61,11 @@ def test_a_replayed_cut_is_numbered_as_the_whole_prediction_numbers_it(shipped, 
         np.testing.assert_array_equal(replayed.fdi, whole)
         np.testing.assert_array_equal(replayed.reference, case.labels)
         assert replayed.jaw == "upper"
+        # its teeth as the user's path reports them: numbers, runner-ups and each tooth's vertices
+        result = segmenter(case)
+        assert [(t.fdi, t.runner_up) for t in replayed.teeth] == [(t.fdi, t.runner_up) for t in result.confidence.teeth]
+        for mine, theirs in zip(replayed.teeth, result.confidence.teeth):
+            np.testing.assert_array_equal(replayed.instances == mine.instance, result.instances == theirs.instance)
         # an option after the cut: the replay follows the whole prediction under it, its review flag too
         for infer in ({"numbering_touching_nu": 3.0}, {"merge_packed": False, "numbering_evidence_weight": 0.5},
                       {"dentition": "mixed"}):

@@ -128,7 +128,7 @@ def test_the_page_documents_its_keys_and_holds_what_a_correction_needs(samples, 
 
     html = page.read_text()
     keys = re.search(r'<p class="keys" id="keys">(.*?)</p>', html, re.S).group(1)
-    for key in ("n", "p", "a", "f", "v", "Esc", "Enter", "c", "z"):
+    for key in ("n", "p", "a", "f", "v", "Esc", "Enter", "r", "c", "z"):
         assert f"<kbd>{key}</kbd>" in keys, key
     data = page_data(html)
     assert re.fullmatch(r"\d{8}T\d{6}-[0-9a-f]{8}", data["run"])  # names this run's marks in the browser
@@ -281,6 +281,30 @@ def test_a_correction_made_on_the_page_downloads_as_teeth3ds_json(samples, page:
     assert changed.sum() == part and set(after_renumber[changed]) == {label} and set(doc.labels[changed]) == {given}
     assert not np.any(doc.labels == tooth) or tooth == given
     np.testing.assert_array_equal(doc.instances, instances_from_labels(doc.labels))
+
+
+@pytest.mark.slow
+def test_r_gives_the_selected_tooth_its_runner_up_and_only_a_predicted_tooth(samples, page: Path, tmp_path: Path,
+                                                                             b: browser.Browser) -> None:
+    from pointmamba.data import read_labels, read_mesh
+
+    result, _, obj = next(s for s in samples if s[0].name == "MSN022_upper")
+    tooth = next(t for t in result.confidence.teeth if t.runner_up in result.teeth)  # its runner-up a found tooth
+    _open(b, page.as_uri() + "#scan=MSN022_upper")
+    assert _rendered(b) == "MSN022_upper:prediction"
+    b.driver.find_element("css selector", f"#chart tr[data-fdi='{tooth.fdi}']").click()
+    _keys(b, "r")
+    edits = b.wait("document.getElementById('edits').textContent")
+    assert edits.startswith(f"{(result.labels == tooth.fdi).sum()} vertices corrected (1 step")
+    # the runner-up's row now selects two predicted teeth: whose runner-up would that be? Refused, nothing changed
+    b.driver.find_element("css selector", f"#chart tr[data-fdi='{tooth.runner_up}']").click()
+    _keys(b, "r")
+    assert "select one tooth as predicted" in b.driver.find_element("id", "selection").text
+    assert b.driver.find_element("id", "edits").text == edits
+    b.driver.find_element("id", "download-json").click()
+    doc = read_labels(downloaded(tmp_path, "MSN022_upper.json"), len(read_mesh(obj)[0]))
+    np.testing.assert_array_equal(doc.labels, np.where(result.labels == tooth.fdi, tooth.runner_up, result.labels))
+    assert b.console_errors() == []
 
 
 @pytest.mark.slow

@@ -116,6 +116,14 @@ def review_columns(pred: Any, scan: Any) -> dict[str, Any]:
 
 def prediction_review(pred: Any, jaw: str | None, faces: np.ndarray) -> dict[str, Any]:
     """:func:`review_columns` of a prediction of a mesh with ``faces`` whose jaw is ``jaw``."""
+    conf = prediction_confidence(pred, jaw, faces)[1]
+    return {"review": conf.review, "findings": " ".join(sorted({kind for kind, _ in conf.findings}))}
+
+
+def prediction_confidence(pred: Any, jaw: str | None, faces: np.ndarray) -> tuple[np.ndarray, Any]:
+    """(instance id per vertex, :class:`~pointmamba.inference.confidence.ScanConfidence`) of a prediction of a
+    mesh with ``faces`` whose jaw is ``jaw``: its teeth, their runner-ups and the review flag, as the
+    Segmenter makes them (the confidences not lowered for a flag: that changes no number, runner-up or finding)."""
     from ..data.teeth3ds import instances_from_labels
     from ..inference.confidence import scan_confidence
 
@@ -123,7 +131,7 @@ def prediction_review(pred: Any, jaw: str | None, faces: np.ndarray) -> dict[str
     # the jaw check's finding too, as tools/predict.py reports it (a given jaw its teeth contradict)
     conf = scan_confidence(pred.probs, pred.classes, instances, jaw, pred.aligned, pred.instance_probs,
                            faces=faces, numbering=pred.numbering, jaw_call=getattr(pred, "jaw_call", None))
-    return {"review": conf.review, "findings": " ".join(sorted({kind for kind, _ in conf.findings}))}
+    return np.asarray(instances), conf
 
 
 def dentition_given_columns(model: Any, scan: Any, cfg: dict[str, Any], device: Any, aligned: np.ndarray,

@@ -377,6 +377,18 @@
     showEdit(scan);
     return draw();
   }
+  function takeRunnerUp() {  // the selected tooth gets its runner-up: right for most wrong numbers (docs/results/review_flag)
+    const scan = scans[current], e = editOf(scan);
+    if (!e.selection) return Promise.resolve();
+    const predicted = meshArrays(scan).predicted, fdi = predicted[e.selection[0]];
+    const tooth = scan.chart.find((c) => c.fdi === fdi && c.found);
+    if (!tooth || e.selection.some((v) => predicted[v] !== fdi)) {
+      $("selection").textContent = "the runner-up is a predicted tooth's: select one tooth as predicted (its region or its row)";
+      return Promise.resolve();
+    }
+    $("number").value = String(tooth.runner_up);
+    return applyNumber();
+  }
   function undo() {
     const scan = scans[current], e = editOf(scan), last = e.history.pop();
     if (!last) return Promise.resolve();
@@ -715,7 +727,7 @@
       Escape: closeViewer, n: () => step(1), ArrowRight: () => step(1), p: () => step(-1), ArrowLeft: () => step(-1),
       a: () => setMark(scan, "accepted"), f: () => setMark(scan, "flagged"),
       v: () => { const ms = modesOf(scan); return setMode(ms[(ms.indexOf(mode) + 1) % ms.length]); },
-      Enter: applyNumber, z: undo, c: toggleCut,
+      Enter: applyNumber, r: takeRunnerUp, z: undo, c: toggleCut,
     }[ev.key];
     if (act) {
       ev.preventDefault();
@@ -740,6 +752,7 @@
   $("accept").addEventListener("click", () => setMark(scans[current], "accepted"));
   $("flag").addEventListener("click", () => setMark(scans[current], "flagged"));
   $("apply").addEventListener("click", applyNumber);
+  $("runner-up").addEventListener("click", takeRunnerUp);
   $("undo").addEventListener("click", undo);
   $("reset").addEventListener("click", resetEdits);
   $("cut").addEventListener("click", toggleCut);

@@ -15,7 +15,8 @@ One HTML file that opens from disk with no network, to work through a batch:
   as a CSV, formulas neutralized as :func:`pointmamba.utils.atomic_file.csv_cell` does;
 * deep links that choose the scan, the view and a tooth to select: ``index.html#scan=MSN001_lower&view=uncertainty``,
   ``#scan=MSN001_lower&tooth=36`` (a tooth of a card's chart opens so);
-* corrections: a tooth (clicked in the 3D view or the chart) gets another number; a region (the connected
+* corrections: a tooth (clicked in the 3D view or the chart) gets another number, or its runner-up with one key
+  (``r``: where a number is wrong, its runner-up is right for 70-98 % of the teeth, docs/results/review_flag); a region (the connected
   vertices of one label under a click, a brush of N mm, or one side of a cutting plane clicked through it)
   is given to a neighbour, a new number or the gingiva; undo, reset. The result downloads as a Teeth3DS
   JSON per scan (``id_patient``, ``jaw``, ``labels``, ``instances``). The page's mesh is the scan's own,

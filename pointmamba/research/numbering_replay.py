@@ -79,13 +79,17 @@ def replay_options(stored: dict[str, Any], overrides: dict[str, Any], where: str
 
 class Replayed(NamedTuple):
     """One cached scan numbered again: its predicted and reference FDI labels, its jaw and, where asked, the
-    review flag and its findings' kinds as tools/test.py reports them."""
+    review flag and its findings' kinds as tools/test.py reports them, with the teeth's confidences
+    (:class:`~pointmamba.inference.confidence.ToothConfidence`: number, runner-up ...) and the instance id
+    of each vertex."""
 
     fdi: np.ndarray
     reference: np.ndarray
     jaw: str
     review: bool | None = None
     findings: str | None = None
+    teeth: list | None = None
+    instances: np.ndarray | None = None
 
 
 def replay_file(path: Path, overrides: dict[str, Any], review: bool = False) -> Replayed:
@@ -93,7 +97,7 @@ def replay_file(path: Path, overrides: dict[str, Any], review: bool = False) -> 
     the stored probabilities cut again); ``review``: with its review flag (the scan's confidence, about 0.1 s
     more)."""
     from ..data import class_to_fdi
-    from ..evaluation.scan_summary import prediction_review
+    from ..evaluation.scan_summary import prediction_confidence
     from ..inference.config import infer_options
     from ..inference.pipeline import refine_either_jaw, refined_prediction
 
@@ -109,7 +113,9 @@ def replay_file(path: Path, overrides: dict[str, Any], review: bool = False) -> 
         if not review:
             return Replayed(class_to_fdi(classes, jaw, num_classes), d["labels"], jaw)
         pred = refined_prediction(classes, numbering, call, probs, aligned, jaw, num_classes)
-        return Replayed(pred.fdi, d["labels"], jaw, **prediction_review(pred, jaw, faces))
+        instances, conf = prediction_confidence(pred, jaw, faces)
+        return Replayed(pred.fdi, d["labels"], jaw, conf.review, " ".join(sorted({kind for kind, _ in conf.findings})),
+                        conf.teeth, instances)
 
 
 def stored_not_default(files: list[Path], overrides: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
@@ -176,7 +182,7 @@ def _replay(args: argparse.Namespace) -> None:
     numbered = {f.stem: replay_file(f, overrides, review=REMOVAL_MARK not in f.stem)
                 for f in tqdm(files, desc="numbering replay")}
     rows, bases = [], {}  # bases: each whole scan's tooth numbers, which its removals are compared with
-    for name, (fdi, ref, jaw, review, findings) in numbered.items():
+    for name, (fdi, ref, jaw, review, findings, *_) in numbered.items():
         if REMOVAL_MARK not in name:
             cm = ConfusionMatrix(17).update(fdi_to_class(fdi, jaw, 17), fdi_to_class(ref, jaw, 17))
             rows.append({"name": name, "miou": cm.miou(), "review": review, "findings": findings})

@@ -31,6 +31,7 @@ class Prediction:
     instance_probs: dict[int, np.ndarray] | None = None  # instance id -> (C,) posterior of its number
     jaw: str | None = None  # the jaw the labels are numbered for: the scan's, else told from the teeth
     jaw_call: Any = None  # jaw_from_teeth.JawCall: what the teeth say (None where the options cannot tell)
+    model_base: Any = None  # data.model_base.ModelBase: the flat base plate left out (infer.model_base; None: none)
 
 
 def load_trained(checkpoint: str | Path, device: torch.device, config: dict[str, Any] | None = None,
@@ -358,8 +359,30 @@ def segment_scan(model: nn.Module, scan: Any, cfg: dict[str, Any], device: torch
     The scan is preprocessed exactly as the eval split is (canonical pose, centring, normals, grid
     sampling in test mode); every vertex takes its voxel representative's probabilities, then the
     ``infer`` options (mirror test-time augmentation, graph cut, tooth numbering) apply. ``progress`` is
-    told each step as it starts (minutes each on a scan of millions of vertices).
+    told each step as it starts (minutes each on a scan of millions of vertices). A model's base (its flat
+    plate and the walls on it; ``infer.model_base``, :mod:`pointmamba.data.model_base`) is left out, its own
+    vertices gingiva.
     """
+    # a model's base (its flat plate closes the scan's rim and turned the pose upside down; its walls moved the
+    # pose's centre) is left out: the rest is segmented, the base's own vertices are gingiva (docs/results/model_base)
+    if infer_options(cfg)["model_base"] and len(scan.faces):
+        from ..data.model_base import find_model_base
+
+        base = find_model_base(scan.vertices, scan.faces)
+        if base is not None:
+            kept = np.flatnonzero(~base.vertices)
+            local = np.full(scan.num_vertices, -1, dtype=np.int64)
+            local[kept] = np.arange(len(kept))
+            rest = replace(scan, vertices=scan.vertices[kept], faces=local[scan.faces[~base.faces]],
+                           labels=None if scan.labels is None else scan.labels[kept],
+                           instances=None if scan.instances is None else scan.instances[kept])
+            return _with_base(_segment_scan(model, rest, cfg, device, progress), scan, kept, base)
+    return _segment_scan(model, scan, cfg, device, progress)
+
+
+def _segment_scan(model: nn.Module, scan: Any, cfg: dict[str, Any], device: torch.device,
+                  progress: Callable[[str], None] | None = None) -> Prediction:
+    """:func:`segment_scan` of the whole mesh as given."""
     d = cfg["data"]
     # a model that takes the jaw as an input is told "upper" until the teeth tell (its numbering under both
     # jaws' priors tells them apart all the same: docs/results/jaw_from_teeth), then asked again if lower
@@ -380,6 +403,35 @@ def segment_scan(model: nn.Module, scan: Any, cfg: dict[str, Any], device: torch
                                                  options, progress)
     jaw = call.used if call is not None else scan.jaw
     return refined_prediction(classes, numbering, call, probs, aligned, jaw, d["num_classes"])
+
+
+def _with_base(pred: Prediction, scan: Any, kept: np.ndarray, base: Any) -> Prediction:
+    """``pred`` of the vertices ``kept`` of ``scan`` over all of its vertices: the base's own ones gingiva (their
+    probability of it 1), in the same canonical frame; the numbering's pieces named by the scan's vertex ids."""
+    n = scan.num_vertices
+
+    def full(values: np.ndarray, fill: Any = 0) -> np.ndarray:
+        out = np.full((n, *values.shape[1:]), fill, dtype=values.dtype)
+        out[kept] = values
+        return out
+
+    probs = full(pred.probs, 0.0)
+    probs[base.vertices, 0] = 1.0
+    # the same rigid transform for the left-out vertices: fitted to the kept ones (exact to rounding)
+    points = np.c_[scan.vertices[kept].astype(np.float64), np.ones(len(kept))]
+    rigid = np.linalg.lstsq(points, pred.aligned.astype(np.float64), rcond=None)[0]
+    aligned = full(pred.aligned)
+    aligned[base.vertices] = np.c_[scan.vertices[base.vertices].astype(np.float64), np.ones(int(base.vertices.sum()))] @ rigid
+    numbering = pred.numbering
+    if numbering is not None:  # its per-vertex parts: the pieces' vertex ids, the dentition's other reading
+        reading = numbering.dentition
+        if reading is not None and reading.alternative is not None:
+            reading = replace(reading, alternative=full(reading.alternative))
+        numbering = replace(numbering, instances=[replace(inst, vertices=kept[inst.vertices])
+                                                  for inst in numbering.instances], dentition=reading)
+    return replace(pred, classes=full(pred.classes), fdi=full(pred.fdi), probs=probs, aligned=aligned,
+                   numbering=numbering, instances=None if pred.instances is None else full(pred.instances),
+                   model_base=base)
 
 
 def refined_prediction(classes: np.ndarray, numbering: Any, call: Any, probs: np.ndarray, aligned: np.ndarray,

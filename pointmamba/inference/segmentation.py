@@ -103,8 +103,10 @@ class Segmentation:
         """Teeth3DS JSON (labels per vertex in file order), with the confidence as an extra key."""
         from ..data.teeth3ds import save_labels
 
-        return save_labels(self._target(path), self.labels, self.jaw, self.id_patient, self.instances,
-                           extra={"confidence": self.confidence.to_json()})
+        extra = {"confidence": self.confidence.to_json()}
+        if "model_base" in self.meta:  # the flat base plate left out (its faces, its own vertices, its area)
+            extra["model_base"] = self.meta["model_base"]
+        return save_labels(self._target(path), self.labels, self.jaw, self.id_patient, self.instances, extra=extra)
 
     def save_ply(self, path: str | PathLike) -> Path:
         """Binary PLY of the scan (file units) coloured by tooth, with an FDI ``label`` vertex property."""

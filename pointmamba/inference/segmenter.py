@@ -159,11 +159,19 @@ class Segmenter:
                                      numbering=pred.numbering, jaw_call=pred.jaw_call,
                                      flagged_scale=float(config["infer"]["flagged_confidence_scale"]))
         name = scan.meta.get("name") or scan.name
+        meta = {}
+        base = getattr(pred, "model_base", None)
+        if base is not None:
+            meta["model_base"] = {"faces": int(base.faces.sum()), "vertices": int(base.vertices.sum()),
+                                  "area_mm2": round(base.area_mm2, 1)}
+            warnings.warn(f"{scan.path or name}: a model's base (a flat plate of {base.area_mm2:.0f} mm^2 and the walls on "
+                          f"it, {meta['model_base']['faces']} faces) was left out of the segmentation, its vertices gingiva "
+                          "(infer.model_base)", stacklevel=2)
         return Segmentation(name=name, id_patient=str(scan.id_patient or name), jaw=jaw,
                             vertices=scan.vertices, faces=scan.faces, aligned=pred.aligned, labels=pred.fdi,
                             classes=pred.classes, instances=np.asarray(instances), probabilities=pred.probs,
                             confidence=confidence, units=units, source=Path(scan.path) if scan.path else None,
-                            seconds=time.perf_counter() - t0)
+                            seconds=time.perf_counter() - t0, meta=meta)
 
 
 def _is_pair(scan: Any) -> bool:

@@ -31,7 +31,8 @@ class Prediction:
     instance_probs: dict[int, np.ndarray] | None = None  # instance id -> (C,) posterior of its number
     jaw: str | None = None  # the jaw the labels are numbered for: the scan's, else told from the teeth
     jaw_call: Any = None  # jaw_from_teeth.JawCall: what the teeth say (None where the options cannot tell)
-    model_base: Any = None  # data.model_base.ModelBase: the flat base plate left out (infer.model_base; None: none)
+    model_base: Any = None  # data.model_base.ModelBase: the model's base left out (infer.model_base; None: none)
+    faces_reversed: bool = False  # the mesh was wound inside out and segmented with its faces reversed (infer.orient_faces)
 
 
 def load_trained(checkpoint: str | Path, device: torch.device, config: dict[str, Any] | None = None,
@@ -361,23 +362,38 @@ def segment_scan(model: nn.Module, scan: Any, cfg: dict[str, Any], device: torch
     ``infer`` options (mirror test-time augmentation, graph cut, tooth numbering) apply. ``progress`` is
     told each step as it starts (minutes each on a scan of millions of vertices). A model's base (its flat
     plate and the walls on it; ``infer.model_base``, :mod:`pointmamba.data.model_base`) is left out, its own
-    vertices gingiva.
+    vertices gingiva. A mesh wound inside out (``infer.orient_faces``, :mod:`pointmamba.data.face_winding`) is
+    segmented with its faces reversed.
     """
+    options = infer_options(cfg)
+    # a mesh wound inside out (every normal into the jaw) is segmented with its faces reversed: the network reads
+    # the normals, and such a mesh had no tooth found (docs/results/face_winding)
+    reverse = False
+    if options["orient_faces"] and len(scan.faces):
+        from ..data.face_winding import inside_out
+
+        reverse = inside_out(scan.vertices, scan.faces)
+        if reverse:
+            scan = replace(scan, faces=np.ascontiguousarray(np.asarray(scan.faces)[:, ::-1]))
     # a model's base (its flat plate closes the scan's rim and turned the pose upside down; its walls moved the
     # pose's centre) is left out: the rest is segmented, the base's own vertices are gingiva (docs/results/model_base)
-    if infer_options(cfg)["model_base"] and len(scan.faces):
+    base = None
+    if options["model_base"] and len(scan.faces):
         from ..data.model_base import find_model_base
 
         base = find_model_base(scan.vertices, scan.faces)
-        if base is not None:
-            kept = np.flatnonzero(~base.vertices)
-            local = np.full(scan.num_vertices, -1, dtype=np.int64)
-            local[kept] = np.arange(len(kept))
-            rest = replace(scan, vertices=scan.vertices[kept], faces=local[scan.faces[~base.faces]],
-                           labels=None if scan.labels is None else scan.labels[kept],
-                           instances=None if scan.instances is None else scan.instances[kept])
-            return _with_base(_segment_scan(model, rest, cfg, device, progress), scan, kept, base)
-    return _segment_scan(model, scan, cfg, device, progress)
+    if base is None:
+        pred = _segment_scan(model, scan, cfg, device, progress)
+    else:
+        kept = np.flatnonzero(~base.vertices)
+        local = np.full(scan.num_vertices, -1, dtype=np.int64)
+        local[kept] = np.arange(len(kept))
+        rest = replace(scan, vertices=scan.vertices[kept], faces=local[scan.faces[~base.faces]],
+                       labels=None if scan.labels is None else scan.labels[kept],
+                       instances=None if scan.instances is None else scan.instances[kept])
+        pred = _with_base(_segment_scan(model, rest, cfg, device, progress), scan, kept, base)
+    pred.faces_reversed = reverse
+    return pred
 
 
 def _segment_scan(model: nn.Module, scan: Any, cfg: dict[str, Any], device: torch.device,

@@ -104,8 +104,9 @@ class Segmentation:
         from ..data.teeth3ds import save_labels
 
         extra = {"confidence": self.confidence.to_json()}
-        if "model_base" in self.meta:  # the flat base plate left out (its faces, its own vertices, its area)
-            extra["model_base"] = self.meta["model_base"]
+        for key in ("model_base", "faces_reversed"):  # the base left out; the mesh segmented with its faces reversed
+            if key in self.meta:
+                extra[key] = self.meta[key]
         return save_labels(self._target(path), self.labels, self.jaw, self.id_patient, self.instances, extra=extra)
 
     def save_ply(self, path: str | PathLike) -> Path:

@@ -167,6 +167,10 @@ class Segmenter:
             warnings.warn(f"{scan.path or name}: a model's base (a flat plate of {base.area_mm2:.0f} mm^2 and the walls on "
                           f"it, {meta['model_base']['faces']} faces) was left out of the segmentation, its vertices gingiva "
                           "(infer.model_base)", stacklevel=2)
+        if getattr(pred, "faces_reversed", False):
+            meta["faces_reversed"] = True
+            warnings.warn(f"{scan.path or name}: the mesh's faces are wound inside out (their normals point into the "
+                          "jaw); it was segmented with every face reversed (infer.orient_faces)", stacklevel=2)
         return Segmentation(name=name, id_patient=str(scan.id_patient or name), jaw=jaw,
                             vertices=scan.vertices, faces=scan.faces, aligned=pred.aligned, labels=pred.fdi,
                             classes=pred.classes, instances=np.asarray(instances), probabilities=pred.probs,

@@ -93,10 +93,11 @@ INFER_DEFAULTS: dict[str, Any] = {
     # false: the file as it is
     "model_base": True,
     # a mesh whose faces are wound into the jaw (its signed bend negative: data/face_winding.py) is segmented with
-    # every face reversed. On by its pre-registered rule: 29 shared scans wound inside out 0.0466 -> 0.8724, the
-    # same as they are, none reversed of the 190 meshes as they are (lowest bend 0.166), 0.08 s at 201k vertices
-    # (docs/results/face_winding); false: the file's winding as it is
-    "orient_faces": True,
+    # every face reversed. Its pre-registered rule held (29 shared scans wound inside out 0.0466 -> 0.8724, none of
+    # the 190 meshes as they are reversed, 0.08 s at 201k), but it stays off: the synthetic jaws, wound outward,
+    # read -0.12 to +0.07, and the bend falls with density (0.09-0.19 at 16x), so a good dense scan could be
+    # reversed, which would ruin it (docs/results/face_winding); true: for meshes known to be wound either way
+    "orient_faces": False,
     # in a scan the review flags, every tooth's reported confidence is its number's posterior times this (the
     # posterior stays beside it; the flag is decided first): a whole arch counted one off has every posterior
     # high, and only the flag sees it (inference/confidence.py). 0.89 (no tooth of a flagged scan reads as

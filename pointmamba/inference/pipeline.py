@@ -33,6 +33,7 @@ class Prediction:
     jaw_call: Any = None  # jaw_from_teeth.JawCall: what the teeth say (None where the options cannot tell)
     model_base: Any = None  # data.model_base.ModelBase: the model's base left out (infer.model_base; None: none)
     faces_reversed: bool = False  # the mesh was wound inside out and segmented with its faces reversed (infer.orient_faces)
+    hole_fill: Any = None  # data.hole_fill.HoleFill: the filled hole left out (infer.hole_fill; None: none)
 
 
 def load_trained(checkpoint: str | Path, device: torch.device, config: dict[str, Any] | None = None,
@@ -362,7 +363,7 @@ def segment_scan(model: nn.Module, scan: Any, cfg: dict[str, Any], device: torch
     ``infer`` options (mirror test-time augmentation, graph cut, tooth numbering) apply. ``progress`` is
     told each step as it starts (minutes each on a scan of millions of vertices). A model's base (its flat
     plate and the walls on it; ``infer.model_base``, :mod:`pointmamba.data.model_base`) is left out, its own
-    vertices gingiva. A mesh wound inside out (``infer.orient_faces``, :mod:`pointmamba.data.face_winding`) is
+    vertices gingiva, and so is a filled hole (``infer.hole_fill``). A mesh wound inside out (``infer.orient_faces``, :mod:`pointmamba.data.face_winding`) is
     segmented with its faces reversed.
     """
     options = infer_options(cfg)
@@ -376,23 +377,32 @@ def segment_scan(model: nn.Module, scan: Any, cfg: dict[str, Any], device: torch
         if reverse:
             scan = replace(scan, faces=np.ascontiguousarray(np.asarray(scan.faces)[:, ::-1]))
     # a model's base (its flat plate closes the scan's rim and turned the pose upside down; its walls moved the
-    # pose's centre) is left out: the rest is segmented, the base's own vertices are gingiva (docs/results/model_base)
-    base = None
+    # pose's centre) and a filled hole (large triangles closing the rim) are no scanned surface: left out, the rest
+    # is segmented, their own vertices are gingiva (docs/results/model_base, docs/results/hole_fill)
+    base = fill = None
     if options["model_base"] and len(scan.faces):
         from ..data.model_base import find_model_base
 
         base = find_model_base(scan.vertices, scan.faces)
-    if base is None:
+    if options["hole_fill"] and len(scan.faces):
+        from ..data.hole_fill import find_hole_fill
+
+        fill = find_hole_fill(scan.vertices, scan.faces)
+    if base is None and fill is None:
         pred = _segment_scan(model, scan, cfg, device, progress)
     else:
-        kept = np.flatnonzero(~base.vertices)
+        left = (base.faces if base is not None else False) | (fill.faces if fill is not None else False)
+        own = np.zeros(scan.num_vertices, dtype=bool)
+        own[scan.faces[left].reshape(-1)] = True
+        own[scan.faces[~left].reshape(-1)] = False
+        kept = np.flatnonzero(~own)
         local = np.full(scan.num_vertices, -1, dtype=np.int64)
         local[kept] = np.arange(len(kept))
-        rest = replace(scan, vertices=scan.vertices[kept], faces=local[scan.faces[~base.faces]],
+        rest = replace(scan, vertices=scan.vertices[kept], faces=local[scan.faces[~left]],
                        labels=None if scan.labels is None else scan.labels[kept],
                        instances=None if scan.instances is None else scan.instances[kept])
-        pred = _with_base(_segment_scan(model, rest, cfg, device, progress), scan, kept, base)
-    pred.faces_reversed = reverse
+        pred = _left_out(_segment_scan(model, rest, cfg, device, progress), scan, kept, own)
+    pred.model_base, pred.hole_fill, pred.faces_reversed = base, fill, reverse
     return pred
 
 
@@ -421,8 +431,8 @@ def _segment_scan(model: nn.Module, scan: Any, cfg: dict[str, Any], device: torc
     return refined_prediction(classes, numbering, call, probs, aligned, jaw, d["num_classes"])
 
 
-def _with_base(pred: Prediction, scan: Any, kept: np.ndarray, base: Any) -> Prediction:
-    """``pred`` of the vertices ``kept`` of ``scan`` over all of its vertices: the base's own ones gingiva (their
+def _left_out(pred: Prediction, scan: Any, kept: np.ndarray, left: np.ndarray) -> Prediction:
+    """``pred`` of the vertices ``kept`` of ``scan`` over all of its vertices: the ``left`` out ones gingiva (their
     probability of it 1), in the same canonical frame; the numbering's pieces named by the scan's vertex ids."""
     n = scan.num_vertices
 
@@ -432,12 +442,12 @@ def _with_base(pred: Prediction, scan: Any, kept: np.ndarray, base: Any) -> Pred
         return out
 
     probs = full(pred.probs, 0.0)
-    probs[base.vertices, 0] = 1.0
+    probs[left, 0] = 1.0
     # the same rigid transform for the left-out vertices: fitted to the kept ones (exact to rounding)
     points = np.c_[scan.vertices[kept].astype(np.float64), np.ones(len(kept))]
     rigid = np.linalg.lstsq(points, pred.aligned.astype(np.float64), rcond=None)[0]
     aligned = full(pred.aligned)
-    aligned[base.vertices] = np.c_[scan.vertices[base.vertices].astype(np.float64), np.ones(int(base.vertices.sum()))] @ rigid
+    aligned[left] = np.c_[scan.vertices[left].astype(np.float64), np.ones(int(left.sum()))] @ rigid
     numbering = pred.numbering
     if numbering is not None:  # its per-vertex parts: the pieces' vertex ids, the dentition's other reading
         reading = numbering.dentition
@@ -446,8 +456,7 @@ def _with_base(pred: Prediction, scan: Any, kept: np.ndarray, base: Any) -> Pred
         numbering = replace(numbering, instances=[replace(inst, vertices=kept[inst.vertices])
                                                   for inst in numbering.instances], dentition=reading)
     return replace(pred, classes=full(pred.classes), fdi=full(pred.fdi), probs=probs, aligned=aligned,
-                   numbering=numbering, instances=None if pred.instances is None else full(pred.instances),
-                   model_base=base)
+                   numbering=numbering, instances=None if pred.instances is None else full(pred.instances))
 
 
 def refined_prediction(classes: np.ndarray, numbering: Any, call: Any, probs: np.ndarray, aligned: np.ndarray,

@@ -116,6 +116,8 @@ RETIRED: dict[str, str] = {
                              "(docs/results/review_flag)",
     "infer.deal_views": "retired at once: it failed its rule held out (split B's 10th percentile); its code is "
                         "at commit af073b7 (docs/results/predict_speed)",
+    "infer.hole_fill": "retired at once: it failed its rule (0.076 s on a 201k-vertex scan, 0.05 asked); its code "
+                       "is at commit d4693d5 (docs/results/hole_fill)",
     "infer.dispute_confidence": "retired at once: it failed its rule held out (tooth AUC +0.014 / +0.002, "
                                 "0.02 asked); its code is at commit a3158d3 (docs/results/review_flag)",
     "train.distill_from": "retired at once: the distilled student failed its rule held out (split A: mean "
@@ -169,6 +171,7 @@ _RETIRED_INERT: dict[str, tuple[Any, ...]] = {
     "infer.merge_cut_teeth": (False,),
     "infer.deal_views": (False,),
     "infer.dispute_confidence": (False,),
+    "infer.hole_fill": (False,),
     "infer.numbering_missing_floor": (0.05,),
     "infer.unpair_packed": (False,),
     "data.missing_teeth.partial": (0, 0.0),

@@ -98,10 +98,6 @@ INFER_DEFAULTS: dict[str, Any] = {
     # read -0.12 to +0.07, and the bend falls with density (0.09-0.19 at 16x), so a good dense scan could be
     # reversed, which would ruin it (docs/results/face_winding); true: for meshes known to be wound either way
     "orient_faces": False,
-    # a filled hole (faces of more than 20 times the median face area, together at least 1 % of the mesh's: the
-    # large triangles a watertight export closes the scan's rim with; data/hole_fill.py) is left out as a model's
-    # base is, its own vertices gingiva (docs/results/hole_fill); false: the file as it is
-    "hole_fill": False,
     # in a scan the review flags, every tooth's reported confidence is its number's posterior times this (the
     # posterior stays beside it; the flag is decided first): a whole arch counted one off has every posterior
     # high, and only the flag sees it (inference/confidence.py). 0.89 (no tooth of a flagged scan reads as

@@ -33,7 +33,6 @@ class Prediction:
     jaw_call: Any = None  # jaw_from_teeth.JawCall: what the teeth say (None where the options cannot tell)
     model_base: Any = None  # data.model_base.ModelBase: the model's base left out (infer.model_base; None: none)
     faces_reversed: bool = False  # the mesh was wound inside out and segmented with its faces reversed (infer.orient_faces)
-    hole_fill: Any = None  # data.hole_fill.HoleFill: the filled hole left out (infer.hole_fill; None: none)
 
 
 def load_trained(checkpoint: str | Path, device: torch.device, config: dict[str, Any] | None = None,
@@ -363,7 +362,7 @@ def segment_scan(model: nn.Module, scan: Any, cfg: dict[str, Any], device: torch
     ``infer`` options (mirror test-time augmentation, graph cut, tooth numbering) apply. ``progress`` is
     told each step as it starts (minutes each on a scan of millions of vertices). A model's base (its flat
     plate and the walls on it; ``infer.model_base``, :mod:`pointmamba.data.model_base`) is left out, its own
-    vertices gingiva, and so is a filled hole (``infer.hole_fill``). A mesh wound inside out (``infer.orient_faces``, :mod:`pointmamba.data.face_winding`) is
+    vertices gingiva. A mesh wound inside out (``infer.orient_faces``, :mod:`pointmamba.data.face_winding`) is
     segmented with its faces reversed.
     """
     options = infer_options(cfg)
@@ -377,32 +376,24 @@ def segment_scan(model: nn.Module, scan: Any, cfg: dict[str, Any], device: torch
         if reverse:
             scan = replace(scan, faces=np.ascontiguousarray(np.asarray(scan.faces)[:, ::-1]))
     # a model's base (its flat plate closes the scan's rim and turned the pose upside down; its walls moved the
-    # pose's centre) and a filled hole (large triangles closing the rim) are no scanned surface: left out, the rest
-    # is segmented, their own vertices are gingiva (docs/results/model_base, docs/results/hole_fill)
-    base = fill = None
+    # pose's centre) is no scanned surface: left out, the rest is segmented, the base's own vertices are gingiva
+    # (docs/results/model_base)
+    base = None
     if options["model_base"] and len(scan.faces):
         from ..data.model_base import find_model_base
 
         base = find_model_base(scan.vertices, scan.faces)
-    if options["hole_fill"] and len(scan.faces):
-        from ..data.hole_fill import find_hole_fill
-
-        fill = find_hole_fill(scan.vertices, scan.faces)
-    if base is None and fill is None:
+    if base is None:
         pred = _segment_scan(model, scan, cfg, device, progress)
     else:
-        left = (base.faces if base is not None else False) | (fill.faces if fill is not None else False)
-        own = np.zeros(scan.num_vertices, dtype=bool)
-        own[scan.faces[left].reshape(-1)] = True
-        own[scan.faces[~left].reshape(-1)] = False
-        kept = np.flatnonzero(~own)
+        kept = np.flatnonzero(~base.vertices)
         local = np.full(scan.num_vertices, -1, dtype=np.int64)
         local[kept] = np.arange(len(kept))
-        rest = replace(scan, vertices=scan.vertices[kept], faces=local[scan.faces[~left]],
+        rest = replace(scan, vertices=scan.vertices[kept], faces=local[scan.faces[~base.faces]],
                        labels=None if scan.labels is None else scan.labels[kept],
                        instances=None if scan.instances is None else scan.instances[kept])
-        pred = _left_out(_segment_scan(model, rest, cfg, device, progress), scan, kept, own)
-    pred.model_base, pred.hole_fill, pred.faces_reversed = base, fill, reverse
+        pred = _left_out(_segment_scan(model, rest, cfg, device, progress), scan, kept, base.vertices)
+    pred.model_base, pred.faces_reversed = base, reverse
     return pred
 
 

@@ -167,12 +167,6 @@ class Segmenter:
             warnings.warn(f"{scan.path or name}: a model's base (a flat plate of {base.area_mm2:.0f} mm^2 and the walls on "
                           f"it, {meta['model_base']['faces']} faces) was left out of the segmentation, its vertices gingiva "
                           "(infer.model_base)", stacklevel=2)
-        fill = getattr(pred, "hole_fill", None)
-        if fill is not None:
-            meta["hole_fill"] = {"faces": int(fill.faces.sum()), "area_mm2": round(fill.area_mm2, 1)}
-            warnings.warn(f"{scan.path or name}: a filled hole ({meta['hole_fill']['faces']} faces of "
-                          f"{fill.area_mm2:.0f} mm^2, far larger than the scan's own) was left out of the segmentation, "
-                          "its vertices gingiva (infer.hole_fill)", stacklevel=2)
         if getattr(pred, "faces_reversed", False):
             meta["faces_reversed"] = True
             warnings.warn(f"{scan.path or name}: the mesh's faces are wound inside out (their normals point into the "

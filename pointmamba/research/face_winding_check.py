@@ -9,10 +9,7 @@ DIR/per_scan.csv and DIR/summary.md. Without scans: the 29 shared scans of docs/
 """
 from __future__ import annotations
 
-import argparse
-import csv
 import warnings
-from pathlib import Path
 
 import numpy as np
 
@@ -20,19 +17,14 @@ import numpy as np
 def main(argv: list[str] | None = None) -> None:
     from tqdm import tqdm
 
+    from ..utils.atomic_file import write_csv
+
     from ..data.mesh import read_obj
     from ..data.teeth3ds import read_labels
-    from ..inference.segmenter import Segmenter
-    from .model_base_check import DEFAULT_PATIENTS, SHARED
+    from .model_base_check import probe_parser, probe_setup
 
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("scans", nargs="*", type=Path)
-    parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--checkpoint", default=None)
-    args = parser.parse_args(argv)
-    scans = args.scans or [p for folder in DEFAULT_PATIENTS for p in sorted((SHARED / folder).glob("*.obj"))]
-    segmenters = {on: Segmenter(args.checkpoint, infer={"orient_faces": on}) for on in (False, True)}
-    args.out.mkdir(parents=True, exist_ok=True)
+    args = probe_parser(__doc__.split("\n\n")[0]).parse_args(argv)
+    scans, segmenters = probe_setup(args, "orient_faces")
     rows = []
     for path in tqdm(scans, desc="reversed scans"):
         v, f = read_obj(path)[:2]
@@ -47,10 +39,7 @@ def main(argv: list[str] | None = None) -> None:
             row[f"{name}_reversed"] = bool(result.meta.get("faces_reversed"))
             row[f"{name}_warned"] = any("wound inside out" in str(w.message) for w in seen)
         rows.append(row)
-    with open(args.out / "per_scan.csv", "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    write_csv(args.out / "per_scan.csv", rows)
     mean = {k: float(np.mean([r[k] for r in rows])) for k in ("as_is", "reversed_off", "reversed_on")}
     lines = [f"# Scans wound inside out ({len(rows)})", "",
              "| | as it is | reversed, orient_faces off | reversed, orient_faces on |", "|---|---|---|---|",

@@ -13,11 +13,11 @@ its own, as a remeshed base has). Without scans: the 29 shared scans of docs/res
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import os
 import warnings
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -103,6 +103,25 @@ def with_model_base(vertices: np.ndarray, faces: np.ndarray, labels: np.ndarray,
     return apply_transform(np.concatenate(new_points), back), np.concatenate(new_faces), len(plate_faces)
 
 
+def probe_parser(description: str) -> argparse.ArgumentParser:
+    """The arguments of a probe of exported meshes: scans (default: the 29 of :data:`DEFAULT_PATIENTS`), --out,
+    --checkpoint."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("scans", nargs="*", type=Path)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--checkpoint", default=None)
+    return parser
+
+
+def probe_setup(args: argparse.Namespace, switch: str) -> tuple[list[Path], dict[bool, Any]]:
+    """(the probe's scans, a Segmenter with the ``infer`` ``switch`` off and one with it on); DIR made."""
+    from ..inference.segmenter import Segmenter
+
+    scans = args.scans or [p for folder in DEFAULT_PATIENTS for p in sorted((SHARED / folder).glob("*.obj"))]
+    args.out.mkdir(parents=True, exist_ok=True)
+    return scans, {on: Segmenter(args.checkpoint, infer={switch: on}) for on in (False, True)}
+
+
 def _miou(labels: np.ndarray, reference: np.ndarray, jaw: str) -> float:
     from ..data import fdi_to_class
     from ..evaluation.metrics import ConfusionMatrix
@@ -113,18 +132,14 @@ def _miou(labels: np.ndarray, reference: np.ndarray, jaw: str) -> float:
 def main(argv: list[str] | None = None) -> None:
     from tqdm import tqdm
 
-    from ..data.mesh import read_obj, subdivide
-    from ..inference.segmenter import Segmenter
+    from ..utils.atomic_file import write_csv
 
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("scans", nargs="*", type=Path)
-    parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--checkpoint", default=None)
+    from ..data.mesh import read_obj, subdivide
+
+    parser = probe_parser(__doc__.split("\n\n")[0])
     parser.add_argument("--subdivide", action="store_true")
     args = parser.parse_args(argv)
-    scans = args.scans or [p for folder in DEFAULT_PATIENTS for p in sorted((SHARED / folder).glob("*.obj"))]
-    segmenters = {on: Segmenter(args.checkpoint, infer={"model_base": on}) for on in (False, True)}
-    args.out.mkdir(parents=True, exist_ok=True)
+    scans, segmenters = probe_setup(args, "model_base")
     rows = []
     for path in tqdm(scans, desc="based scans"):
         v, f = read_obj(path)[:2]
@@ -146,10 +161,7 @@ def main(argv: list[str] | None = None) -> None:
                 row["plate_found"] = "model_base" in result.meta
                 row["warned"] = any("model's base" in str(w.message) for w in seen)
         rows.append(row)
-    with open(args.out / "per_scan.csv", "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    write_csv(args.out / "per_scan.csv", rows)
     mean = {k: float(np.mean([r[k] for r in rows])) for k in ("plain", "base_off", "base_on", "walls")}
     worst = min(r["base_on"] - r["plain"] for r in rows)
     lines = [f"# Based scans ({len(rows)}{', subdivided' if args.subdivide else ''})", "",

@@ -1,19 +1,18 @@
-"""A jaw model's flat base: the plate that closes a scan exported as a model (lab scanners and orthodontic
-software put the arch on a base whose bottom is one flat plane).
+"""A jaw model's base: the walls and the flat plate that a scan exported as a model stands on (lab scanners and
+orthodontic software put the arch on a base whose bottom is one flat plane).
 
 Why it matters: the plate closes the scan's open rim, and the canonical pose (:mod:`.pose`) tells the crowns'
 side from that rim, the surface's normals and its mass. With the plate, the pose turned the scan upside down on
-4 of 30 shared scans given a synthetic base, and those came out with no tooth found (mIoU 0.03-0.04; the
-same scans with the base's walls alone, no plate: within 0.016 of the scan as it is;
-``docs/results/model_base``). So the plate is found here and left out of the segmentation: its vertices are
-gingiva. So are the walls standing on it (an extruded or tapered base's: the faces reached from the plate's edge
-at the wall's own angle to the plate): left in, their area moved the pose's centre 4-5 mm towards the back, and
-the network read the gingiva behind the last molar as a third molar on 2 of the 29 (docs/results/model_base).
+4 of 29 shared scans given a synthetic base, and those came out with no tooth found (mIoU 0.03-0.04). Left in,
+the walls' area moved the pose's centre 4-5 mm towards the back, and the network read the gingiva behind the last
+molar as a third molar on 2 of the 29. So the plate is found here, and with it the walls standing on it (an
+extruded or tapered base's: the faces reached from the plate's edge at the wall's own angle to the plate); both
+are left out of the segmentation and their own vertices are gingiva (docs/results/model_base).
 
 What counts as a plate: the faces of one plane (normals within :data:`NORMAL_DEG` of one direction, centres
 within :data:`OFFSET_MM` of one plane) whose area is at least :data:`MIN_AREA_MM2` and :data:`MIN_SHARE` of the
-scan's. An intraoral scan holds no such patch: none of the 187 shared scans has one (the largest coplanar
-patch there: ``docs/results/model_base``).
+scan's. An intraoral scan holds no such patch: none of the 187 shared scans or the 3 samples has one (the largest
+coplanar patch there is 79.5 mm^2, a flat trim: ``docs/results/model_base/no_plate.txt``).
 """
 from __future__ import annotations
 

@@ -118,7 +118,8 @@ def test_review_page_draws_in_headless_chromium(scans_dir: Path, tmp_path: Path)
                 break
             except TimeoutException:  # that point missed the mesh
                 continue
-        assert hover and re.match(r"(tooth \d\d · confidence \d\.\d\d \(\d\d: \d\.\d\d\)|gingiva)reference: ", hover), hover
+        assert hover and re.match(r"(tooth \d\d · confidence \d\.\d\d( \(\d\.\d\d before the scan's flag\))? "
+                                   r"\(\d\d: \d\.\d\d\)|gingiva)reference: ", hover), hover
 
         b.driver.find_element("css selector", "#modes input[value='errors']").click()
         assert b.wait("document.getElementById('plot').dataset.rendered") == f"{name}:errors"

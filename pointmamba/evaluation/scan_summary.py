@@ -117,7 +117,13 @@ def review_columns(pred: Any, scan: Any) -> dict[str, Any]:
 def prediction_review(pred: Any, jaw: str | None, faces: np.ndarray) -> dict[str, Any]:
     """:func:`review_columns` of a prediction of a mesh with ``faces`` whose jaw is ``jaw``."""
     conf = prediction_confidence(pred, jaw, faces)[1]
-    return {"review": conf.review, "findings": " ".join(sorted({kind for kind, _ in conf.findings}))}
+    return {"review": conf.review, "findings": finding_kinds(conf)}
+
+
+def finding_kinds(conf: Any) -> str:
+    """The kinds of a :class:`~pointmamba.inference.confidence.ScanConfidence`'s findings, sorted, space-separated
+    (the ``findings`` column of tools/test.py)."""
+    return " ".join(sorted({kind for kind, _ in conf.findings}))
 
 
 def prediction_confidence(pred: Any, jaw: str | None, faces: np.ndarray) -> tuple[np.ndarray, Any]:

@@ -97,7 +97,7 @@ def replay_file(path: Path, overrides: dict[str, Any], review: bool = False) -> 
     the stored probabilities cut again); ``review``: with its review flag (the scan's confidence, about 0.1 s
     more)."""
     from ..data import class_to_fdi
-    from ..evaluation.scan_summary import prediction_confidence
+    from ..evaluation.scan_summary import finding_kinds, prediction_confidence
     from ..inference.config import infer_options
     from ..inference.pipeline import refine_either_jaw, refined_prediction
 
@@ -114,8 +114,7 @@ def replay_file(path: Path, overrides: dict[str, Any], review: bool = False) -> 
             return Replayed(class_to_fdi(classes, jaw, num_classes), d["labels"], jaw)
         pred = refined_prediction(classes, numbering, call, probs, aligned, jaw, num_classes)
         instances, conf = prediction_confidence(pred, jaw, faces)
-        return Replayed(pred.fdi, d["labels"], jaw, conf.review, " ".join(sorted({kind for kind, _ in conf.findings})),
-                        conf.teeth, instances)
+        return Replayed(pred.fdi, d["labels"], jaw, conf.review, finding_kinds(conf), conf.teeth, instances)
 
 
 def stored_not_default(files: list[Path], overrides: dict[str, Any]) -> dict[str, tuple[Any, Any]]:

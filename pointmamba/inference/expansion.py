@@ -49,9 +49,8 @@ def restricted_expansion(edges: np.ndarray, weights: np.ndarray, cost: np.ndarra
     edges = np.asarray(edges, dtype=np.int64).reshape(-1, 2)
     weights = np.asarray(weights, dtype=np.int64)
     # the sites that may take each label, and the edges that touch them: a move looks at nothing else
-    movers = [np.flatnonzero(candidates[:, alpha]) for alpha in range(n_labels)]
-    reach = [np.flatnonzero(candidates[edges[:, 0], alpha] | candidates[edges[:, 1], alpha])
-             for alpha in range(n_labels)]
+    movers = _rows(candidates.T, n_labels)
+    reach = _rows((candidates[edges[:, 0]] | candidates[edges[:, 1]]).T, n_labels)
     # a move depends only on the labels of the sites it may move and of their neighbours (``looks[alpha]``):
     # after a move that changed nothing it stays idle until one of those changes (``stale``)
     # one cycle runs each move once: nothing is woken, so ``looks`` is not built (20 ms at 134k sites)
@@ -98,6 +97,12 @@ def restricted_expansion(edges: np.ndarray, weights: np.ndarray, cost: np.ndarra
         if not changed:
             break
     return labels
+
+
+def _rows(mask: np.ndarray, n_rows: int) -> list[np.ndarray]:
+    """``[np.flatnonzero(mask[r]) for r in range(n_rows)]`` of a (n_rows, n) bool array, from one ``nonzero``."""
+    row, col = np.nonzero(mask)
+    return np.split(col, np.searchsorted(row, np.arange(1, n_rows)))
 
 
 def _best_move(alpha: int, sites: np.ndarray, labels: np.ndarray, cost: np.ndarray, var: np.ndarray,

@@ -191,13 +191,15 @@ def _cut_free(free: np.ndarray, labels: np.ndarray, unary: np.ndarray, edges: np
     local = np.full(len(free), -1, dtype=np.int64)
     local[sites] = np.arange(len(sites))
     a, b = edges[:, 0], edges[:, 1]
-    cost = unary[sites].astype(np.int64)
+    n_labels = pair.shape[0]
+    # to_fixed[p, f]: the summed weights of free vertex p's edges to fixed vertices labelled f; each label l then
+    # costs sum_f to_fixed[p, f] pair[l, f]. Integers below 2^53 throughout, so float64 sums are exact.
+    to_fixed = np.zeros(len(sites) * n_labels)
     for s, t in ((a, b), (b, a)):
         m = free[s] & ~free[t]
-        for fixed in np.unique(labels[t[m]]):
-            k = m & (labels[t] == fixed)
-            cost += (np.bincount(local[s[k]], weights=weights[k], minlength=len(sites)).astype(np.int64)[:, None]
-                     * pair[None, :, fixed])
+        to_fixed += np.bincount(local[s[m]] * n_labels + labels[t[m]], weights=weights[m],
+                                minlength=len(sites) * n_labels)
+    cost = unary[sites].astype(np.int64) + (to_fixed.reshape(-1, n_labels) @ pair.T.astype(np.float64)).astype(np.int64)
     inner = free[a] & free[b]
     # C order int32 (gco reads the raw buffers; fancy indexing can give F order)
     sub_edges = np.ascontiguousarray(np.stack([local[a[inner]], local[b[inner]]], 1), dtype=np.int32)

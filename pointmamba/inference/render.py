@@ -1,8 +1,8 @@
 """Pictures of a segmented scan: the mesh drawn as shaded triangles, coloured by tooth, FDI number on each
 tooth; with a reference, the reference beside the prediction and the wrong vertices marked.
 
-The mesh is rasterized here, in numpy, at the pixel size the picture has (:func:`rasterize`: a z-buffer
-of which triangle is in front at each pixel centre), and Pillow lays out the panels and writes the titles
+The mesh is rasterized here at the pixel size the picture has (:func:`rasterize`: a z-buffer of which
+triangle is in front at each pixel centre, a numba loop over the faces in :mod:`.raster_kernel`), and Pillow lays out the panels and writes the titles
 and numbers (matplotlib did; its import alone was 0.4-0.5 s of a prediction). Triangles are projected
 orthographically and flat-shaded with a Lambert term from a light above the viewer, as the picture
 always was (matplotlib polygons, sorted back to front), with the nearest triangle winning each pixel
@@ -11,7 +11,8 @@ instead of the last one drawn. Views: occlusal (looking onto the crowns) and fro
 :func:`render_thumbnail` draws the occlusal view alone at a review page card's size, with the FDI numbers in
 a font that stays readable there (the four-panel picture shrunk to a card made them about 4 px tall).
 
-Why not matplotlib polygons: 14 s for the 400k faces of a 200k-vertex scan; this path: about 0.3 s.
+Why not matplotlib polygons: 14 s for the 400k faces of a 200k-vertex scan; this path: about 0.3 s with the
+z-buffer in numpy, less with it in numba (docs/results/predict_speed).
 PyVista/VTK off-screen was measured too: a 560 MB dependency, 0.5 s to import and 1.6-2.9 s per
 screenshot of that mesh here (software OpenGL).
 """
@@ -28,7 +29,6 @@ VIEWS = {
     "frontal": np.array([[1.0, 0.0, 0.0], [0.0, 0.0, 1.0], [0.0, 1.0, 0.0]]),
 }
 _LIGHT = np.array([0.3, 0.4, 1.0]) / np.linalg.norm([0.3, 0.4, 1.0])
-_CANDIDATES_PER_CHUNK = 1 << 22  # (pixel, triangle) pairs tested at once: a few tens of MB
 
 
 def rasterize(xy: np.ndarray, depth: np.ndarray, faces: np.ndarray, width: int, height: int) -> np.ndarray:
@@ -36,53 +36,16 @@ def rasterize(xy: np.ndarray, depth: np.ndarray, faces: np.ndarray, width: int, 
 
     ``xy`` (V, 2) vertex positions in pixels (x to the right, y up, pixel (i, j) centred at (i + 0.5,
     j + 0.5)); ``depth`` (V,) larger is nearer the viewer. Both windings count (scans have no consistent
-    one); degenerate triangles cover nothing. Row 0 of the result is the bottom row.
+    one); degenerate triangles cover nothing; of two at one depth the later face wins. Row 0 of the result is
+    the bottom row.
     """
-    faces = np.asarray(faces, dtype=np.int64)
-    x, y = xy[:, 0][faces], xy[:, 1][faces]  # (F, 3) each; per-corner columns: numpy's axis reductions are slow here
-    lo_x = np.maximum(np.ceil(np.minimum(np.minimum(x[:, 0], x[:, 1]), x[:, 2]) - 0.5), 0).astype(np.int64)
-    lo_y = np.maximum(np.ceil(np.minimum(np.minimum(y[:, 0], y[:, 1]), y[:, 2]) - 0.5), 0).astype(np.int64)
-    hi_x = np.minimum(np.floor(np.maximum(np.maximum(x[:, 0], x[:, 1]), x[:, 2]) - 0.5), width - 1).astype(np.int64)
-    hi_y = np.minimum(np.floor(np.maximum(np.maximum(y[:, 0], y[:, 1]), y[:, 2]) - 0.5), height - 1).astype(np.int64)
-    nx, ny = hi_x - lo_x + 1, hi_y - lo_y + 1
-    count = np.where((nx > 0) & (ny > 0), nx * ny, 0)
-    best_depth = np.full(width * height, -np.inf)
+    from .raster_kernel import nearest_faces
+
     best_face = np.full(width * height, -1, dtype=np.int64)
-    ends = np.cumsum(count)
-    first = 0
-    while first < len(faces):  # chunks of faces whose candidate pixels fit the budget
-        last = max(int(np.searchsorted(ends, ends[first] - count[first] + _CANDIDATES_PER_CHUNK, "right")), first + 1)
-        ids = np.arange(first, last)
-        ids = ids[count[ids] > 0]
-        if len(ids):
-            n = count[ids]
-            face = np.repeat(ids, n)
-            local = np.arange(int(n.sum())) - np.repeat(np.cumsum(n) - n, n)
-            row, col = np.divmod(local, nx[face])
-            _nearest_hits(face, (lo_x[face] + col), (lo_y[face] + row), x, y, depth[faces[face]], width,
-                          best_depth, best_face)
-        first = last
+    nearest_faces(np.ascontiguousarray(xy, dtype=np.float64), np.ascontiguousarray(depth, dtype=np.float64),
+                  np.ascontiguousarray(faces, dtype=np.int64).reshape(-1, 3), int(width), int(height),
+                  np.full(width * height, -np.inf), best_face)
     return best_face.reshape(height, width)
-
-
-def _nearest_hits(face: np.ndarray, px: np.ndarray, py: np.ndarray, x: np.ndarray, y: np.ndarray, z: np.ndarray,
-                  width: int, best_depth: np.ndarray, best_face: np.ndarray) -> None:
-    """Of the candidate (face, pixel) pairs, keep those whose pixel centre the face covers, and the nearest
-    one per pixel in ``best_depth`` / ``best_face``."""
-    ax, bx, cx = x[face, 0], x[face, 1], x[face, 2]
-    ay, by, cy = y[face, 0], y[face, 1], y[face, 2]
-    qx, qy = px + 0.5, py + 0.5
-    area = (bx - ax) * (cy - ay) - (by - ay) * (cx - ax)
-    wa = (cx - bx) * (qy - by) - (cy - by) * (qx - bx)
-    wb = (ax - cx) * (qy - cy) - (ay - cy) * (qx - cx)
-    wc = area - wa - wb
-    pos, neg = area > 0, area < 0
-    inside = (pos & (wa >= 0) & (wb >= 0) & (wc >= 0)) | (neg & (wa <= 0) & (wb <= 0) & (wc <= 0))
-    face, pixel, z = face[inside], (py * width + px)[inside], z[inside]
-    depth = (wa[inside] * z[:, 0] + wb[inside] * z[:, 1] + wc[inside] * z[:, 2]) / area[inside]
-    np.maximum.at(best_depth, pixel, depth)
-    front = depth >= best_depth[pixel]  # ties (an edge through a pixel centre): the last such triangle
-    best_face[pixel[front]] = face[front]
 
 
 def _face_shading(v: np.ndarray, faces: np.ndarray) -> np.ndarray:
@@ -93,6 +56,18 @@ def _face_shading(v: np.ndarray, faces: np.ndarray) -> np.ndarray:
     nx, ny, nz = n[:, 0], n[:, 1], n[:, 2]
     length = np.sqrt(nx * nx + ny * ny + nz * nz)
     return 0.35 + 0.65 * np.abs(nx * _LIGHT[0] + ny * _LIGHT[1] + nz * _LIGHT[2]) / np.maximum(length, 1e-12)
+
+
+def _pixels(hit: np.ndarray, v: np.ndarray, faces: np.ndarray, vertex_rgb: np.ndarray) -> np.ndarray:
+    """(height, width, 3) uint8 picture, row 0 at the top, of the rasterized faces ``hit`` (-1: white): each face
+    its vertices' mean colour (``vertex_rgb`` in [0, 1]), shaded. Only the faces in the picture are coloured (a
+    201k-vertex scan shows about a third of its 400k faces at this size)."""
+    image = np.ones(hit.shape + (3,))
+    seen = hit >= 0
+    shown, where = np.unique(hit[seen], return_inverse=True)
+    f = faces[shown]
+    image[seen] = np.clip((vertex_rgb[f].mean(1) * _face_shading(v, f)[:, None])[where.reshape(-1)], 0, 1)
+    return (image[::-1] * 255 + 0.5).astype(np.uint8)
 
 
 def _frame(v: np.ndarray) -> tuple[float, float, float, float]:
@@ -151,10 +126,9 @@ def render_segmentation(path: str | Path, aligned: np.ndarray, faces: np.ndarray
     draw = ImageDraw.Draw(canvas)
     draw.text((canvas.width / 2, 6), title, fill="black", font=_font(_HEADER_PX), anchor="mt")
     projected = {view: rotate(np.asarray(aligned, dtype=np.float64), VIEWS[view]) for view in views}
-    shade = {view: _face_shading(projected[view], faces) for view in views}
     hits: dict[str, np.ndarray] = {}  # one rasterization per view, shared by the rows
     for r, (name, cls, numbers, wrong) in enumerate(rows):
-        face_rgb = (colors[cls].astype(np.float64) / 255.0)[faces].mean(1)
+        vertex_rgb = colors[cls].astype(np.float64) / 255.0
         for c, view in enumerate(views):
             v = projected[view]
             x0, x1, y0, y1 = _frame(v)
@@ -168,10 +142,7 @@ def render_segmentation(path: str | Path, aligned: np.ndarray, faces: np.ndarray
                 hits[view] = rasterize((v[:, :2] - [x0, y0]) * [width / (x1 - x0), height / (y1 - y0)], v[:, 2],
                                        faces, width, height)
             hit = hits[view]
-            image = np.ones(hit.shape + (3,))
-            seen = hit >= 0
-            image[seen] = np.clip(face_rgb[hit[seen]] * shade[view][hit[seen], None], 0, 1)
-            pixels = (image[::-1] * 255 + 0.5).astype(np.uint8)  # row 0 at the top
+            pixels = _pixels(hit, v, faces, vertex_rgb)
             if wrong is not None and wrong.any():  # a black mark of 2 x 2 pixels on each wrong vertex
                 px = np.clip(((v[wrong, 0] - x0) * width / (x1 - x0)).astype(np.int64), 0, width - 1)
                 py = np.clip(height - 1 - ((v[wrong, 1] - y0) * height / (y1 - y0)).astype(np.int64), 0, height - 1)
@@ -216,13 +187,9 @@ def render_thumbnail(aligned: np.ndarray, faces: np.ndarray, fdi: np.ndarray, co
     scale = min(size[0] / (x1 - x0), size[1] / (y1 - y0))
     width, height = max(1, round(scale * (x1 - x0))), max(1, round(scale * (y1 - y0)))
     hit = rasterize((v[:, :2] - [x0, y0]) * [width / (x1 - x0), height / (y1 - y0)], v[:, 2], faces, width, height)
-    face_rgb = (colors[classes].astype(np.float64) / 255.0)[faces].mean(1)
-    image = np.ones(hit.shape + (3,))
-    seen = hit >= 0
-    image[seen] = np.clip(face_rgb[hit[seen]] * _face_shading(v, faces)[hit[seen], None], 0, 1)
     canvas = Image.new("RGB", size, "white")
     left, top = (size[0] - width) // 2, (size[1] - height) // 2
-    canvas.paste(Image.fromarray((image[::-1] * 255 + 0.5).astype(np.uint8)), (left, top))
+    canvas.paste(Image.fromarray(_pixels(hit, v, faces, colors[classes].astype(np.float64) / 255.0)), (left, top))
     draw = ImageDraw.Draw(canvas)
     font = _font(_THUMB_NUMBER_PX)
     for number, x, y in _number_spots(v, np.asarray(fdi)):

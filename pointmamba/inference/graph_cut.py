@@ -125,7 +125,8 @@ def density_factor(vertices: np.ndarray, edges: np.ndarray, power: float) -> flo
 
 def graph_cut(probs: np.ndarray, vertices: np.ndarray, faces: np.ndarray, normals: np.ndarray,
               smoothing: float = 1.0, settle: bool = True, coarse_first: bool = True,
-              density_power: float = 0.0, fine_cycles: int = MAX_CYCLES, tooth_pair_cost: int = 1) -> np.ndarray:
+              density_power: float = 0.0, fine_cycles: int = MAX_CYCLES, tooth_pair_cost: int = 1,
+              edges: np.ndarray | None = None) -> np.ndarray:
     """Labels (V,) minimizing the energy of the module doc; classes with zero probability everywhere are
     left out of the optimization (they cannot win). ``settle``: settled vertices keep their class and only
     the others are cut (see module doc). ``coarse_first``: a fine mesh is cut coarse first, then vertex
@@ -133,7 +134,8 @@ def graph_cut(probs: np.ndarray, vertices: np.ndarray, faces: np.ndarray, normal
     ``density_power``: on a mesh finer than the training scans ``smoothing`` grows by
     :func:`density_factor` (0: the same smoothing at every density). ``fine_cycles``: the fine pass's
     alpha-expansion cycles at most (:data:`MAX_CYCLES`: until a cycle changes nothing). ``tooth_pair_cost``:
-    1 or 2, the cost (in edge weights) of an edge between two teeth; class 0 is the gingiva (module doc)."""
+    1 or 2, the cost (in edge weights) of an edge between two teeth; class 0 is the gingiva (module doc).
+    ``edges``: the mesh's :func:`mesh_edges` where the caller has them (None: made here)."""
     probs = np.asarray(probs, dtype=np.float64)
     if not (np.isfinite(smoothing) and 0 <= smoothing <= MAX_SMOOTHING):
         raise ValueError(f"graph_cut: smoothing must be in [0, {MAX_SMOOTHING:g}], got {smoothing!r}")
@@ -150,7 +152,7 @@ def graph_cut(probs: np.ndarray, vertices: np.ndarray, faces: np.ndarray, normal
     if len(used) == 1 or len(faces) == 0 or smoothing <= 0:
         return used[unary.argmin(1)]
     n = len(probs)
-    edges = mesh_edges(faces, n)
+    edges = mesh_edges(faces, n) if edges is None else edges
     points = np.asarray(vertices, np.float64)
     ratio = density_factor(points, edges, 1.0) if density_power else 1.0
     weights = edge_weights(points, np.asarray(normals, np.float64), edges)

@@ -262,15 +262,16 @@ def refine_either_jaw(probs: np.ndarray, aligned: np.ndarray, faces: np.ndarray,
                              "infer.instance_numbering on): pass --jaw upper|lower")
         labels, numbering = refine_numbered(probs, aligned, faces, normals, given, num_classes, options, progress)
         return labels, numbering, None
-    from ..data.mesh import vertex_areas
+    from ..data.mesh import mesh_edges, vertex_areas
     from .tooth_numbering import cut_pieces, measured_pieces
 
     step = progress or (lambda name: None)
+    edges = mesh_edges(faces, len(probs)) if len(faces) else None  # one list for the cut and the pieces
     if cut is None:
-        cut = _cut(probs, aligned, faces, normals, options, step)
+        cut = _cut(probs, aligned, faces, normals, options, step, edges)
     step("numbering teeth")  # under both jaws' priors; what does not depend on the jaw is made once
     shared = {"areas": vertex_areas(aligned, faces) if len(faces) else None,
-              "pieces": cut_pieces(cut, aligned, faces) if len(faces) else None}
+              "pieces": cut_pieces(cut, aligned, faces, edges=edges) if len(faces) else None}
     if shared["pieces"] is not None:  # the teeth, their places and mean probabilities: one measurement
         shared["measured"] = measured_pieces(shared["pieces"], aligned, probs, shared["areas"])
     numbered = {jaw: _number(cut, probs, aligned, faces, jaw, num_classes, options, **shared)
@@ -281,8 +282,9 @@ def refine_either_jaw(probs: np.ndarray, aligned: np.ndarray, faces: np.ndarray,
 
 
 def _cut(probs: np.ndarray, aligned: np.ndarray, faces: np.ndarray, normals: np.ndarray, options: dict[str, Any],
-         step: Callable[[str], None]) -> np.ndarray:
-    """Per-vertex classes: the graph cut of ``probs`` where on (and the mesh has faces), else the argmax."""
+         step: Callable[[str], None], edges: np.ndarray | None = None) -> np.ndarray:
+    """Per-vertex classes: the graph cut of ``probs`` where on (and the mesh has faces), else the argmax.
+    ``edges``: the mesh's edges where the caller has them."""
     from .graph_cut import graph_cut
 
     if not (options["graph_cut"] and len(faces)):
@@ -292,7 +294,7 @@ def _cut(probs: np.ndarray, aligned: np.ndarray, faces: np.ndarray, normals: np.
                      density_power=float(options["graph_cut_density_power"] or 0.0),
                      coarse_first=bool(options["graph_cut_coarse_first"]),
                      fine_cycles=int(options["graph_cut_fine_cycles"]),
-                     tooth_pair_cost=options["graph_cut_tooth_pair_cost"])
+                     tooth_pair_cost=options["graph_cut_tooth_pair_cost"], edges=edges)
 
 
 def _number(labels: np.ndarray, probs: np.ndarray, aligned: np.ndarray, faces: np.ndarray, jaw: str,

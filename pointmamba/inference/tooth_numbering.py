@@ -445,12 +445,14 @@ def number_teeth(labels: np.ndarray, probs: np.ndarray, aligned: np.ndarray, fac
     return out, numbering
 
 
-def cut_pieces(labels: np.ndarray, aligned: np.ndarray, faces: np.ndarray, min_vertices: int = 20) -> list[np.ndarray]:
+def cut_pieces(labels: np.ndarray, aligned: np.ndarray, faces: np.ndarray, min_vertices: int = 20,
+               edges: np.ndarray | None = None) -> list[np.ndarray]:
     """The tooth instances :func:`number_teeth` numbers: the connected pieces of each tooth class of
-    ``labels``, fragments under ``min_vertices`` merged into a neighbour (vertex ids per piece)."""
+    ``labels``, fragments under ``min_vertices`` merged into a neighbour (vertex ids per piece). ``edges``: the
+    mesh's :func:`~pointmamba.data.mesh.mesh_edges` where the caller has them (None: made here)."""
     from ..data.mesh import mesh_edges
 
-    edges = mesh_edges(faces)
+    edges = mesh_edges(faces) if edges is None else edges
     return merge_fragments(tooth_pieces(labels, edges), edges, labels, aligned, min_vertices)
 
 

@@ -1,6 +1,7 @@
-"""A mesh wound inside out (``infer.orient_faces``, ``pointmamba/data/face_winding.py``): its signed bend says so
-in any pose, scale and density, the scan as it is never reads so, and the user's path segments the reversed mesh
-exactly as the scan, says so, and writes the file's own faces back."""
+"""A mesh wound inside out (``infer.orient_faces``, ``pointmamba/data/face_winding.py``): the volume it encloses says
+so in any pose, scale and density, for an open scan, a model on its base and a synthetic jaw; the scan as it is
+never reads so; and the user's path segments the reversed mesh exactly as the scan, says so, and writes the file's
+own faces back."""
 from __future__ import annotations
 
 import json
@@ -10,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pointmamba.data.face_winding import inside_out, signed_bend
+from pointmamba.data.face_winding import NO_EVIDENCE, enclosed, inside_out
 from pointmamba.data.mesh import read_obj, subdivide
 
 SAMPLES = Path(__file__).resolve().parents[1] / "data" / "samples"
@@ -23,18 +24,52 @@ def _sample(stem: str) -> tuple[np.ndarray, np.ndarray]:
 
 
 @pytest.mark.parametrize("stem", ["MSN021_lower", "MSN022_upper", "MSN023_lower"])
-def test_the_winding_reads_from_the_bend_in_any_pose_scale_and_density(stem: str) -> None:
+def test_the_winding_reads_from_the_enclosed_volume_in_any_pose_scale_and_density(stem: str) -> None:
     from scipy.spatial.transform import Rotation
 
     v, f = _sample(stem)
-    bend = signed_bend(v, f)
-    assert bend > 0.1 and not inside_out(v, f)
-    assert signed_bend(v, f[:, ::-1]) == pytest.approx(-bend, abs=1e-12) and inside_out(v, f[:, ::-1])
+    cue = enclosed(v, f)
+    assert cue > 0.1 and not inside_out(v, f)
+    assert enclosed(v, f[:, ::-1]) == pytest.approx(-cue, rel=0.01) and inside_out(v, f[:, ::-1])
     rotation = Rotation.from_euler("xyz", [-60, 15, 170], degrees=True).as_matrix()
-    moved = (v @ rotation.T) * 10.0 + [5.0, -400.0, 2.0]  # cm as mm, far from the origin: the same sign
-    assert signed_bend(moved, f) == pytest.approx(bend, rel=1e-9)
-    fine_v, fine_f, _ = subdivide(v, f)
-    assert signed_bend(fine_v, fine_f) > 0 > signed_bend(fine_v, fine_f[:, ::-1])
+    moved = (v @ rotation.T) * 10.0 + [5.0, -400.0, 2.0]  # cm as mm, far from the origin: the same cue
+    assert enclosed(moved, f) == pytest.approx(cue, rel=1e-6)
+    dense_v, dense_f = subdivide(*subdivide(v, f)[:2])[:2]  # 16x the vertices, the same triangles
+    assert enclosed(dense_v, dense_f) == pytest.approx(cue, abs=0.01)
+
+
+def test_the_enclosed_volume_of_closed_flat_and_synthetic_meshes() -> None:
+    from scipy.spatial import ConvexHull
+
+    from pointmamba.data.synthetic import synthetic_jaw
+
+    rng = np.random.default_rng(0)
+    points = rng.normal(size=(2000, 3))
+    points /= np.linalg.norm(points, axis=1, keepdims=True)
+    hull = ConvexHull(points)  # a closed sphere, faces wound outward (as the hull's outward normals say)
+    faces = np.array([tri if np.dot(np.cross(points[tri[1]] - points[tri[0]], points[tri[2]] - points[tri[0]]),
+                                    eq[:3]) > 0 else tri[::-1] for tri, eq in zip(hull.simplices, hull.equations)])
+    assert enclosed(points * 3 + 7, faces) == pytest.approx(1.0, abs=0.01)  # 3 V / (area r) of a sphere
+    assert enclosed(points, faces[:, ::-1]) == pytest.approx(-1.0, abs=0.01)
+    grid = np.stack(np.meshgrid(np.arange(5.0), np.arange(5.0)), -1).reshape(-1, 2)
+    flat = np.c_[grid, np.zeros(len(grid))]
+    quads = np.array([[i * 5 + j, i * 5 + j + 1, i * 5 + j + 5] for i in range(4) for j in range(4)])
+    assert abs(enclosed(flat, quads)) < NO_EVIDENCE and not inside_out(flat, quads[:, ::-1])  # no evidence: left alone
+    for seed in range(6):  # wound outward; the signed bend, the first cue, read some of these inside out
+        jaw = synthetic_jaw(seed, "upper" if seed % 2 else "lower", 6000)
+        assert enclosed(jaw.vertices, jaw.faces) > 0.1 and inside_out(jaw.vertices, jaw.faces[:, ::-1])
+
+
+def test_a_model_on_its_base_with_small_holes_reads_as_the_scan() -> None:
+    from pointmamba.research.model_base_check import with_model_base
+
+    v, f = _sample("MSN022_upper")
+    rng = np.random.default_rng(1)
+    holed = np.delete(f, rng.choice(len(f), 5, replace=False), axis=0)  # five small holes the base leaves open
+    labels = np.zeros(len(v), dtype=np.int64)  # the base only needs the scan's pose
+    based_v, based_f, _ = with_model_base(v, holed, labels)
+    assert enclosed(based_v, based_f) > 0.1 and not inside_out(based_v, based_f)
+    assert inside_out(based_v, based_f[:, ::-1])
 
 
 @pytest.fixture(scope="module")
@@ -58,5 +93,9 @@ def test_a_mesh_wound_inside_out_is_segmented_as_the_scan_and_says_so(segmenters
     np.testing.assert_array_equal(result.faces, reversed_faces)  # the outputs keep the file's own faces
     doc = json.loads(result.save_json(tmp_path / "inside_out.json").read_text())
     assert doc["faces_reversed"] is True and "faces_reversed" not in json.loads(plain.save_json(tmp_path / "p.json").read_text())
+    # flagged: a mirror image is wound inside out too, and reversed it reads as the other side's teeth
+    kinds = [kind for kind, _ in result.confidence.findings]
+    assert "reversed" in kinds and "reversed" not in [kind for kind, _ in plain.confidence.findings]
+    assert result.review and "mirror image" in result.review_line()
     off = segmenters[False]((v, reversed_faces), jaw="upper", name="inside_out")
     assert "faces_reversed" not in off.meta and (off.labels != plain.labels).mean() > 0.1  # as it was: wrong

@@ -97,6 +97,20 @@ def mesh_edges(faces: np.ndarray, num_vertices: int | None = None) -> np.ndarray
     return np.stack([rows, adjacency.indices.astype(np.int64)], 1)
 
 
+def rim_edges(faces: np.ndarray, num_vertices: int) -> np.ndarray:
+    """(E, 2) the mesh's edges that belong to exactly one face (its open rim), smaller index first."""
+    from scipy.sparse import csr_matrix
+
+    f = np.asarray(faces, dtype=np.int64)
+    a, b = f.T.reshape(-1), f[:, [1, 2, 0]].T.reshape(-1)
+    count = csr_matrix((np.ones(len(a), dtype=np.int32), (np.minimum(a, b), np.maximum(a, b))),
+                       shape=(num_vertices, num_vertices))
+    count.sum_duplicates()  # faces per undirected edge, a counting sort by row
+    rows = np.repeat(np.arange(num_vertices, dtype=np.int64), np.diff(count.indptr))
+    once = count.data == 1
+    return np.stack([rows[once], count.indices[once].astype(np.int64)], 1)
+
+
 def subdivide(vertices: np.ndarray, faces: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Each triangle into four through its edges' midpoints: (vertices, faces, parents). The V old vertices
     come first, unchanged, then one per edge; ``parents`` (E, 2) are each new vertex's two ends. The surface

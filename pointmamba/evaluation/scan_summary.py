@@ -136,7 +136,8 @@ def prediction_confidence(pred: Any, jaw: str | None, faces: np.ndarray) -> tupl
     instances = pred.instances if pred.instances is not None else instances_from_labels(pred.fdi)
     # the jaw check's finding too, as tools/predict.py reports it (a given jaw its teeth contradict)
     conf = scan_confidence(pred.probs, pred.classes, instances, jaw, pred.aligned, pred.instance_probs,
-                           faces=faces, numbering=pred.numbering, jaw_call=getattr(pred, "jaw_call", None))
+                           faces=faces, numbering=pred.numbering, jaw_call=getattr(pred, "jaw_call", None),
+                           faces_reversed=bool(getattr(pred, "faces_reversed", False)))
     return np.asarray(instances), conf
 
 

@@ -29,7 +29,9 @@ Per scan: the lowest tooth confidence, and ``review`` with one reason per findin
   or at the arch's end, a tooth the cut found that the numbering left as gingiva (``unnumbered``), a mesh of
   several large parts (:mod:`.review_checks`); a tooth added back where one was dropped (``mended``,
   :mod:`.dropped_teeth`), two pieces of one tooth merged (``merged``, :mod:`.cut_teeth`);
-* a jaw told from the teeth by a thin margin, or a named jaw the teeth contradict (:mod:`.jaw_from_teeth`).
+* a jaw told from the teeth by a thin margin, or a named jaw the teeth contradict (:mod:`.jaw_from_teeth`);
+* a mesh wound inside out and segmented with its faces reversed (``reversed``, ``infer.orient_faces``): a mirror
+  image of a jaw is wound so too, and comes out with each side's teeth numbered as the other side's.
 
 A side read under a given dentition is not flagged for what that dentition explains (a molar-sized "5"
 under ``mixed``, a skipped 4 under ``permanent``).
@@ -116,7 +118,7 @@ class ToothConfidence:
 TOOTH_FINDINGS = ("uncertain", "twice", "wide", "narrow", "molar_sized", "room", "skipped", "none", "few")
 """The kinds :func:`review_findings` makes from the teeth's confidences, widths and spacing."""
 FINDINGS = TOOTH_FINDINGS + ("dentition", "split", "packed", "dropped", "lost_end", "unnumbered", "parts", "mended",
-                             "merged", "jaw")
+                             "merged", "jaw", "reversed")
 """Kinds of review finding, in the order of the module doc."""
 
 
@@ -175,7 +177,7 @@ def scan_confidence(probs: np.ndarray, classes: np.ndarray, instances: np.ndarra
                     instance_probs: Mapping[int, np.ndarray] | None = None,
                     rules: ReviewRules = ReviewRules(), faces: np.ndarray | None = None,
                     dentition: Any = None, numbering: Any = None, jaw_call: Any = None,
-                    flagged_scale: float = 1.0) -> ScanConfidence:
+                    flagged_scale: float = 1.0, faces_reversed: bool = False) -> ScanConfidence:
     """Per-tooth confidence and the scan's review reasons (see the module doc).
 
     ``probs`` (V, C) per-vertex class probabilities (C = 17 or 33); ``classes`` (V,) the final class of
@@ -189,7 +191,7 @@ def scan_confidence(probs: np.ndarray, classes: np.ndarray, instances: np.ndarra
     ``jaw_call`` where the
     jaw came from and what the teeth say (:class:`~.jaw_from_teeth.JawCall`: its finding, and
     ``ScanConfidence.jaw``); ``flagged_scale`` in (0, 1]: a flagged scan's teeth's confidence is their
-    posterior times it.
+    posterior times it; ``faces_reversed``: the mesh was segmented with its faces reversed (``reversed``).
     """
     check_jaw(jaw)
     if not 0.0 < flagged_scale <= 1.0:
@@ -268,6 +270,10 @@ def scan_confidence(probs: np.ndarray, classes: np.ndarray, instances: np.ndarra
     jaw_finding = jaw_call.finding() if jaw_call is not None else None
     if jaw_finding is not None:
         findings.append(jaw_finding)
+    if faces_reversed:
+        findings.append(("reversed", "the mesh's faces were wound inside out and were reversed to segment it "
+                                     "(infer.orient_faces); if the file is a mirror image of the jaw, each side's "
+                                     "teeth are numbered as the other side's: check the sides"))
     applied = flagged_scale if findings and flagged_scale != 1.0 else 1.0
     if applied != 1.0:
         for t in teeth:

@@ -92,12 +92,14 @@ INFER_DEFAULTS: dict[str, Any] = {
     # itself; no plate on any of the 190 scans as they are; 3 ms on a 201k-vertex scan (docs/results/model_base);
     # false: the file as it is
     "model_base": True,
-    # a mesh whose faces are wound into the jaw (its signed bend negative: data/face_winding.py) is segmented with
-    # every face reversed. Its pre-registered rule held (29 shared scans wound inside out 0.0466 -> 0.8724, none of
-    # the 190 meshes as they are reversed, 0.08 s at 201k), but it stays off: the synthetic jaws, wound outward,
-    # read -0.12 to +0.07, and the bend falls with density (0.09-0.19 at 16x), so a good dense scan could be
-    # reversed, which would ruin it (docs/results/face_winding); true: for meshes known to be wound either way
-    "orient_faces": False,
+    # a mesh whose faces are wound into the jaw (the volume it encloses, each rim coned shut, negative:
+    # data/face_winding.py) is segmented with every face reversed, a warning, "faces_reversed" in the JSON. On by
+    # its pre-registered rule (session 67): none of the 190 meshes as they are reversed (lowest 0.059), each cue
+    # within 0.001 of itself at 16x the vertices, none of 200 synthetic jaws reversed, the 29 probe scans reversed
+    # and the same on a base with small holes all reversed back (29 wound inside out: 0.0466 -> 0.8724), 0.12 s at
+    # 201k. The first cue, the signed bend, fell with density and misread the synthetic jaws, and was held off
+    # (docs/results/face_winding); false: the file's winding as it is
+    "orient_faces": True,
     # in a scan the review flags, every tooth's reported confidence is its number's posterior times this (the
     # posterior stays beside it; the flag is decided first): a whole arch counted one off has every posterior
     # high, and only the flag sees it (inference/confidence.py). 0.89 (no tooth of a flagged scan reads as

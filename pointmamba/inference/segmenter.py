@@ -157,7 +157,8 @@ class Segmenter:
         confidence = scan_confidence(pred.probs, pred.classes, instances, jaw, pred.aligned,
                                      getattr(pred, "instance_probs", None), self.rules, faces=scan.faces,
                                      numbering=pred.numbering, jaw_call=pred.jaw_call,
-                                     flagged_scale=float(config["infer"]["flagged_confidence_scale"]))
+                                     flagged_scale=float(config["infer"]["flagged_confidence_scale"]),
+                                     faces_reversed=bool(getattr(pred, "faces_reversed", False)))
         name = scan.meta.get("name") or scan.name
         meta = {}
         base = getattr(pred, "model_base", None)

@@ -10,7 +10,9 @@ left and right are kept) that maps the scan into this frame:
 3. Its sign (which side the crowns are on): from labels if given (tooth centroid minus gingiva centroid);
    otherwise a majority vote of three geometric cues that agree on all 49 shared scans: the area-
    weighted normal sum points out of the scanned (occlusal) side, the open boundary of the scan lies on
-   the root side, and the surface mass is skewed towards the crowns (long tail towards the roots).
+   the root side, and the surface mass is skewed towards the crowns (long tail towards the roots). A closed
+   mesh (its rim filled) has neither of the first two; its crown side is where its normals spread, opposite
+   its flat side (the third moment of the normals along the axis).
 4. Arch direction: a parabola ``y = a x^2 + b x + c`` is fitted to the upper half of the surface
    (projected on the occlusal plane) for in-plane rotations on a 2 degree grid, refined to 0.25 degree;
    the best fit's axis is the sagittal direction and the side it opens to becomes -y. With labels, the
@@ -62,12 +64,28 @@ def _boundary_vertices(faces: np.ndarray, n: int) -> np.ndarray:
     return np.unique(rim_edges(faces, n))
 
 
+CLOSED_SHARE = 0.05
+"""A mesh whose vector area (faces' normals times areas, summed) is under this share of its area is closed, or
+nearly: its open rims enclose little (an open scan's is about a third of its area)."""
+
+
 def _crown_sign_geometry(x: np.ndarray, faces: np.ndarray | None, w: np.ndarray, z: np.ndarray) -> float:
-    """+1 if the crowns are on the +z side of the centred points ``x``, by majority of three cues."""
+    """+1 if the crowns are on the +z side of the centred points ``x``: by majority of three cues, or for a
+    closed mesh (:data:`CLOSED_SHARE`; a rim filled, a model on its base) by its flat side alone."""
     h = x @ z
     votes = [-np.sign(w @ (h ** 3))]  # skew: long tail towards the roots
     if faces is not None and len(faces):
-        votes.append(np.sign(face_normals(x, faces).sum(0) @ z))
+        normals = face_normals(x, faces)
+        summed = normals.sum(0)
+        double_area = np.sqrt(np.einsum("ij,ij->i", normals, normals))
+        if np.linalg.norm(summed) < CLOSED_SHARE * double_area.sum():
+            # closed: no rim, normals summing to ~0, and a fill's large flat faces pulling the skew the wrong way
+            # (27 of 29 fan-closed scans). Its flat side's normals all point away from the crowns while theirs
+            # spread, so the area-weighted third moment along z is negative with the crowns at +z (29 of 29;
+            # wound outward, as infer.orient_faces makes it; docs/results/hole_fill)
+            nz = (normals @ z) / np.maximum(double_area, 1e-300)
+            return 1.0 if double_area @ nz ** 3 <= 0 else -1.0
+        votes.append(np.sign(summed @ z))
         rim = _boundary_vertices(faces, len(x))
         if len(rim):
             votes.append(-np.sign(h[rim].mean() - w @ h))

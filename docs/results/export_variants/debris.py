@@ -42,33 +42,39 @@ def debris(v, f, labels, share, kind, rng):
     back = np.linalg.inv(T); pts = pts @ back[:3, :3].T + back[:3, 3]
     return np.vstack([v, pts]), np.vstack([f, local[ff] + len(v)])
 
-seg = Segmenter()
-rng = np.random.default_rng(0)
-scans = [p for folder in DEFAULT_PATIENTS for p in sorted((SHARED / folder).glob("*.obj"))]
-rows = []
-def miou(res, n, lab, jaw):
-    return ConfusionMatrix(17).update(fdi_to_class(res.labels[:n], jaw, 17), fdi_to_class(lab, jaw, 17)).miou()
-for p in scans:
-    v, f = read_obj(p)[:2]; v = v.astype(float)
-    lab = read_labels(p.with_suffix(".json"), len(v)).labels
-    jaw = "upper" if "upper" in p.stem else "lower"
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        base = seg((v, f), jaw=jaw, name=p.stem, units="mm")
-        row = {"as_is": miou(base, len(v), lab, jaw)}
-        out = [p.stem, f"as is {row['as_is']:.3f}"]
-        for kind, share in (("gum", 0.03), ("gum", 0.08), ("tooth", 0)):
-            dv, df = debris(v, f, lab, share, kind, rng)
-            r = seg((dv, df), jaw=jaw, name=p.stem, units="mm")
-            extra = r.labels[len(v):]
-            name = f"{kind} {share:.0%}" if kind == "gum" else "tooth"
-            row[name], row[name + " tooth"] = miou(r, len(v), lab, jaw), float(np.mean(extra > 0))
-            out.append(f"{name}: {row[name]:.3f} (fragment {len(dv) - len(v)} vertices, called tooth "
-                       f"{row[name + ' tooth']:.2f}, review {r.review}, as is {base.review})")
-    rows.append(row)
-    print(" | ".join(out), flush=True)
-for name in ("gum 3%", "gum 8%", "tooth"):
-    d = np.array([r[name] - r["as_is"] for r in rows])
-    print(f"# {name}: mean {np.mean([r[name] for r in rows]):.4f} against {np.mean([r['as_is'] for r in rows]):.4f} "
-          f"as is; change {d.min():+.4f} to {d.max():+.4f}; fragment vertices called tooth at most "
-          f"{max(r[name + ' tooth'] for r in rows):.2f}")
+
+def main() -> None:
+    seg = Segmenter()
+    rng = np.random.default_rng(0)
+    scans = [p for folder in DEFAULT_PATIENTS for p in sorted((SHARED / folder).glob("*.obj"))]
+    rows = []
+    def miou(res, n, lab, jaw):
+        return ConfusionMatrix(17).update(fdi_to_class(res.labels[:n], jaw, 17), fdi_to_class(lab, jaw, 17)).miou()
+    for p in scans:
+        v, f = read_obj(p)[:2]; v = v.astype(float)
+        lab = read_labels(p.with_suffix(".json"), len(v)).labels
+        jaw = "upper" if "upper" in p.stem else "lower"
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            base = seg((v, f), jaw=jaw, name=p.stem, units="mm")
+            row = {"as_is": miou(base, len(v), lab, jaw)}
+            out = [p.stem, f"as is {row['as_is']:.3f}"]
+            for kind, share in (("gum", 0.03), ("gum", 0.08), ("tooth", 0)):
+                dv, df = debris(v, f, lab, share, kind, rng)
+                r = seg((dv, df), jaw=jaw, name=p.stem, units="mm")
+                extra = r.labels[len(v):]
+                name = f"{kind} {share:.0%}" if kind == "gum" else "tooth"
+                row[name], row[name + " tooth"] = miou(r, len(v), lab, jaw), float(np.mean(extra > 0))
+                out.append(f"{name}: {row[name]:.3f} (fragment {len(dv) - len(v)} vertices, called tooth "
+                           f"{row[name + ' tooth']:.2f}, review {r.review}, as is {base.review})")
+        rows.append(row)
+        print(" | ".join(out), flush=True)
+    for name in ("gum 3%", "gum 8%", "tooth"):
+        d = np.array([r[name] - r["as_is"] for r in rows])
+        print(f"# {name}: mean {np.mean([r[name] for r in rows]):.4f} against {np.mean([r['as_is'] for r in rows]):.4f} "
+              f"as is; change {d.min():+.4f} to {d.max():+.4f}; fragment vertices called tooth at most "
+              f"{max(r[name + ' tooth'] for r in rows):.2f}")
+
+
+if __name__ == "__main__":
+    main()

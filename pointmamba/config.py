@@ -118,6 +118,9 @@ RETIRED: dict[str, str] = {
                         "at commit af073b7 (docs/results/predict_speed)",
     "infer.hole_fill": "retired at once: it failed its rule (0.076 s on a 201k-vertex scan, 0.05 asked); its code "
                        "is at commit d4693d5 (docs/results/hole_fill)",
+    "infer.pose_parts": "retired at once: it failed its rule (7 of 40 shared scans with islands moved >0.005, 6 of "
+                        "87 fragment variants >0.01, 0.089 s); its code is at commit 2fc39dd "
+                        "(docs/results/export_variants)",
     "infer.dispute_confidence": "retired at once: it failed its rule held out (tooth AUC +0.014 / +0.002, "
                                 "0.02 asked); its code is at commit a3158d3 (docs/results/review_flag)",
     "train.distill_from": "retired at once: the distilled student failed its rule held out (split A: mean "
@@ -172,6 +175,7 @@ _RETIRED_INERT: dict[str, tuple[Any, ...]] = {
     "infer.deal_views": (False,),
     "infer.dispute_confidence": (False,),
     "infer.hole_fill": (False,),
+    "infer.pose_parts": (False,),
     "infer.numbering_missing_floor": (0.05,),
     "infer.unpair_packed": (False,),
     "data.missing_teeth.partial": (0, 0.0),

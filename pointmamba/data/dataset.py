@@ -462,10 +462,8 @@ def preprocess(mesh: str | PathLike) -> dict[str, np.ndarray]:
     return preprocess_scan(load_scan(mesh))
 
 
-def preprocess_scan(scan: Scan, pose_parts: bool = False) -> dict[str, np.ndarray]:
-    """Vertices, normals and canonical pose of a loaded scan (labels when it has them), as cached.
-    ``pose_parts``: the pose from the mesh's large parts only (:func:`~pointmamba.data.pose.large_parts`; a
-    prediction's ``infer.pose_parts``), the same where the mesh is one part."""
+def preprocess_scan(scan: Scan) -> dict[str, np.ndarray]:
+    """Vertices, normals and canonical pose of a loaded scan (labels when it has them), as cached."""
     # centred in float64 before the float32 cast: far from the origin float32 keeps no sub-mm (at 1 km,
     # steps of 0.06 mm changed 8 % of the labels); ``origin`` restores the file frame
     origin = scan.vertices.mean(0)
@@ -473,25 +471,13 @@ def preprocess_scan(scan: Scan, pose_parts: bool = False) -> dict[str, np.ndarra
         "vertices": (scan.vertices - origin).astype(np.float32),
         "origin": origin,
         "normals": vertex_normals(scan.vertices, scan.faces).astype(np.float32),
-        "transform": _pose(scan, pose_parts),
+        "transform": canonical_pose(scan.vertices, scan.faces),
         "jaw": np.array(scan.jaw or ""),
         "id_patient": np.array(scan.id_patient or ""),
     }
     if scan.labels is not None:
         out["labels"] = scan.labels.astype(np.int16)
     return out
-
-
-def _pose(scan: Scan, pose_parts: bool) -> np.ndarray:
-    """The scan's canonical pose, from its large parts only where ``pose_parts`` asks and it has small ones."""
-    from .pose import large_parts
-
-    keep = large_parts(scan.vertices, scan.faces) if pose_parts else None
-    if keep is None:
-        return canonical_pose(scan.vertices, scan.faces)
-    local = np.cumsum(keep) - 1
-    faces = np.asarray(scan.faces)
-    return canonical_pose(scan.vertices[keep], local[faces[keep[faces[:, 0]]]])
 
 
 def collate(samples: Sequence[Mapping[str, Any]], grid_size: float | None = None):  # -> PointBatch

@@ -175,32 +175,6 @@ def canonical_pose(vertices: np.ndarray, faces: np.ndarray | None = None,
     return transform
 
 
-POSE_PART_SHARE = 0.1
-"""At prediction (``infer.pose_parts``) the pose is computed from the mesh's parts of at least this share of its
-area: a fragment beside the arch (a bit of cheek or tongue in a raw scan) moved the pose's centre and axes
-(docs/results/export_variants)."""
-
-
-def large_parts(vertices: np.ndarray, faces: np.ndarray, share: float = POSE_PART_SHARE) -> np.ndarray | None:
-    """(V,) bool: the vertices of the mesh's connected parts of at least ``share`` of its area, or None where that
-    is every vertex (one part, or every part large)."""
-    from scipy.sparse import coo_matrix
-    from scipy.sparse.csgraph import connected_components
-
-    f = np.asarray(faces, dtype=np.int64)
-    n = len(vertices)
-    if len(f) == 0:
-        return None
-    edges = np.concatenate([f[:, [0, 1]], f[:, [1, 2]]])
-    graph = coo_matrix((np.ones(len(edges), dtype=np.int8), (edges[:, 0], edges[:, 1])), shape=(n, n))
-    count, part = connected_components(graph, directed=False)
-    if count == 1:
-        return None
-    area = np.bincount(part, weights=vertex_areas(np.asarray(vertices, dtype=np.float64), f), minlength=count)
-    keep = area >= share * area.sum()
-    return None if keep.all() else keep[part]
-
-
 # ------------------------------------------------------------------------------ measuring alignment
 def occlusal_axis_from_labels(vertices: np.ndarray, labels: np.ndarray) -> np.ndarray:
     """Reference occlusal axis: normal of the plane through the tooth centroids, signed to the crowns."""

@@ -92,10 +92,6 @@ INFER_DEFAULTS: dict[str, Any] = {
     # itself; no plate on any of the 190 scans as they are; 3 ms on a 201k-vertex scan (docs/results/model_base);
     # false: the file as it is
     "model_base": True,
-    # the canonical pose from the mesh's parts of at least 10 % of its area only (data/pose.py large_parts): a
-    # fragment beside the arch moved the pose and the arch's labels with it (-0.064 to +0.187 on 87 probes,
-    # docs/results/export_variants); the network, cut and numbering still see every vertex. false: every part
-    "pose_parts": False,
     # a mesh whose faces are wound into the jaw (the volume it encloses, each rim coned shut, negative:
     # data/face_winding.py) is segmented with every face reversed, a warning, "faces_reversed" in the JSON. On by
     # its pre-registered rule (session 67): none of the 190 meshes as they are reversed (lowest 0.059), each cue

@@ -344,7 +344,7 @@ def scan_probabilities(model: nn.Module, scan: Any, cfg: dict[str, Any], device:
     step = progress or (lambda name: None)
     step("preprocessing")
     with timed("preprocess"):
-        arrays = {k: v for k, v in preprocess_scan(scan, bool(options["pose_parts"])).items() if k != "labels"}
+        arrays = {k: v for k, v in preprocess_scan(scan).items() if k != "labels"}
     views = len(options["tta_angles"]) * (2 if options["mirror_tta"] else 1)
     networks = len(inference_members(model, cfg))
     step(f"network, {views} view{'s' if views > 1 else ''}" + (f" x {networks} networks" if networks > 1 else ""))

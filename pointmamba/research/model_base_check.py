@@ -103,6 +103,27 @@ def with_model_base(vertices: np.ndarray, faces: np.ndarray, labels: np.ndarray,
     return apply_transform(np.concatenate(new_points), back), np.concatenate(new_faces), len(plate_faces)
 
 
+def dense_scan() -> tuple[np.ndarray, np.ndarray]:
+    """(vertices, faces) of the probes' timing mesh: the shared MLEX001_upper subdivided once (201,287 vertices),
+    as ``bench/predict.py`` makes its 200k scan."""
+    from ..data.mesh import read_obj, subdivide
+
+    v, f = read_obj(SHARED / "scans" / "MLEX001" / "MLEX001_upper.obj")[:2]
+    return subdivide(v, f)[:2]
+
+
+def best_seconds(fn: Any, repeats: int = 3) -> float:
+    """The shortest wall time of ``repeats`` calls of ``fn()`` (the machines are shared: the best, not one)."""
+    import time
+
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
 def probe_parser(description: str) -> argparse.ArgumentParser:
     """The arguments of a probe of exported meshes: scans (default: the 29 of :data:`DEFAULT_PATIENTS`), --out,
     --checkpoint."""

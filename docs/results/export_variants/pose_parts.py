@@ -9,7 +9,6 @@
 3. the part search's time on the 201k-vertex scan.
 """
 import sys
-import time
 import warnings
 from pathlib import Path
 
@@ -21,13 +20,13 @@ from debris import debris  # noqa: E402
 from pointmamba.data import fdi_to_class  # noqa: E402
 from pointmamba.data.dataset import preprocess_scan  # noqa: E402
 from pointmamba.data.integrity import part_sizes  # noqa: E402
-from pointmamba.data.mesh import read_obj, subdivide  # noqa: E402
+from pointmamba.data.mesh import read_obj  # noqa: E402
 from pointmamba.data.pose import large_parts  # noqa: E402
 from pointmamba.data.scan import load_scan  # noqa: E402
 from pointmamba.data.teeth3ds import read_labels  # noqa: E402
 from pointmamba.evaluation.metrics import ConfusionMatrix  # noqa: E402
 from pointmamba.inference.segmenter import Segmenter  # noqa: E402
-from pointmamba.research.model_base_check import DEFAULT_PATIENTS, SHARED  # noqa: E402
+from pointmamba.research.model_base_check import DEFAULT_PATIENTS, SHARED, best_seconds, dense_scan  # noqa: E402
 
 segmenters = {on: Segmenter(infer={"pose_parts": on}) for on in (False, True)}
 
@@ -81,11 +80,5 @@ print(f"# {len(rows)} variants: change {d.min():+.4f} to {d.max():+.4f}, more th
       f"flag as the scan's: {sum(r[5] == r[6] for r in rows)}, fragment called tooth at most {max(r[7] for r in rows):.2f}")
 
 print("# rule 3: the part search on the 201k-vertex scan")
-v, f = read_obj(SHARED / "scans" / "MLEX001" / "MLEX001_upper.obj")[:2]
-v, f = subdivide(v, f)[:2]
-times = []
-for _ in range(3):
-    t0 = time.perf_counter()
-    large_parts(v, f)
-    times.append(time.perf_counter() - t0)
-print(f"{len(v)} vertices: best of 3 {min(times):.3f} s")
+v, f = dense_scan()
+print(f"{len(v)} vertices: best of 3 {best_seconds(lambda: large_parts(v, f)):.3f} s")

@@ -6,12 +6,12 @@ the enclosed volume replaced it (session 67): over the edges of at most 20,000 f
 
     python docs/results/face_winding/bend.py > docs/results/face_winding/bend.txt
 """
-import time
 from pathlib import Path
 
 import numpy as np
 
-from pointmamba.data.mesh import read_obj, subdivide, vertex_normals
+from pointmamba.data.mesh import read_obj, vertex_normals
+from pointmamba.research.model_base_check import best_seconds, dense_scan
 
 
 def signed_bend(vertices: np.ndarray, faces: np.ndarray, sampled_faces: int = 20_000) -> float:
@@ -39,11 +39,5 @@ for path in meshes:
     print(f"{name} {bends[name]:.4f}")
 low = min(bends, key=bends.get)
 print(f"# {len(bends)} meshes, negative (reversed): {sum(b < 0 for b in bends.values())}, lowest {bends[low]:.4f} ({low})")
-v, f = read_obj(SHARED / "scans" / "MLEX001" / "MLEX001_upper.obj")[:2]
-v, f = subdivide(v, f)[:2]
-times = []
-for _ in range(3):
-    t0 = time.perf_counter()
-    signed_bend(v, f)
-    times.append(time.perf_counter() - t0)
-print(f"# {len(v)} vertices, {len(f)} faces: best of 3 {min(times):.3f} s")
+v, f = dense_scan()
+print(f"# {len(v)} vertices, {len(f)} faces: best of 3 {best_seconds(lambda: signed_bend(v, f)):.3f} s")

@@ -5,7 +5,6 @@ crown_side_candidate1.txt.)
 
     python docs/results/face_winding/winding_cue.py > docs/results/face_winding/enclosed.txt
 """
-import time
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +13,7 @@ from pointmamba.data.face_winding import enclosed, inside_out
 from pointmamba.data.mesh import read_obj, subdivide
 from pointmamba.data.synthetic import synthetic_jaw
 from pointmamba.data.teeth3ds import read_labels
-from pointmamba.research.model_base_check import DEFAULT_PATIENTS, SHARED, with_model_base
+from pointmamba.research.model_base_check import DEFAULT_PATIENTS, SHARED, best_seconds, dense_scan, with_model_base
 
 ROOT = Path(__file__).resolve().parents[3]
 meshes = sorted(SHARED.glob("*/*/*.obj")) + sorted((ROOT / "data" / "samples").glob("*/*.obj"))
@@ -65,11 +64,5 @@ for path in probe:
 print(f"{len(probe)} scans: " + ", ".join(f"{k} {n} (margin {lowest[k]:.4f})" for k, n in counts.items()))
 
 print("# rule 5: time on the 201k-vertex scan")
-v, f = read_obj(SHARED / "scans" / "MLEX001" / "MLEX001_upper.obj")[:2]
-v, f = subdivide(v, f)[:2]
-times = []
-for _ in range(3):
-    t0 = time.perf_counter()
-    inside_out(v, f)
-    times.append(time.perf_counter() - t0)
-print(f"{len(v)} vertices, {len(f)} faces: best of 3 {min(times):.3f} s")
+v, f = dense_scan()
+print(f"{len(v)} vertices, {len(f)} faces: best of 3 {best_seconds(lambda: inside_out(v, f)):.3f} s")

@@ -10,16 +10,15 @@ scan's own vertices; per scan and the summary.
 """
 import subprocess
 import sys
-import time
 import types
 import warnings
 from pathlib import Path
 
 import numpy as np
 
-from pointmamba.data.mesh import face_normals, read_obj, subdivide
+from pointmamba.data.mesh import face_normals, read_obj
 from pointmamba.data.pose import canonical_pose
-from pointmamba.research.model_base_check import DEFAULT_PATIENTS, SHARED, boundary_loop
+from pointmamba.research.model_base_check import DEFAULT_PATIENTS, SHARED, best_seconds, boundary_loop, dense_scan
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -56,17 +55,9 @@ for path in meshes:
 shares.sort()
 print(f"# rule 1: {len(meshes)} meshes, poses changed: {len(changed)} {changed}; lowest vector area share "
       f"{shares[0][0]:.3f} ({shares[0][1]}), then {shares[1][0]:.3f} ({shares[1][1]})")
-v, f = read_obj(SHARED / "scans" / "MLEX001" / "MLEX001_upper.obj")[:2]
-v, f = subdivide(v, f)[:2]
-times = {}
-for name, pose in (("ad519d7", old.canonical_pose), ("now", canonical_pose)):
-    times[name] = []
-    for _ in range(3):
-        t0 = time.perf_counter()
-        pose(v, f)
-        times[name].append(time.perf_counter() - t0)
-print(f"# rule 3: the pose of the 201k-vertex scan, best of 3: ad519d7 {min(times['ad519d7']):.3f} s, "
-      f"now {min(times['now']):.3f} s")
+v, f = dense_scan()
+times = {name: best_seconds(lambda: pose(v, f)) for name, pose in (("ad519d7", old.canonical_pose), ("now", canonical_pose))}
+print(f"# rule 3: the pose of the 201k-vertex scan, best of 3: ad519d7 {times['ad519d7']:.3f} s, now {times['now']:.3f} s")
 if "--poses-only" in sys.argv:
     raise SystemExit
 from pointmamba.data import fdi_to_class  # noqa: E402

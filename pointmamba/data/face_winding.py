@@ -26,7 +26,7 @@ def enclosed(vertices: np.ndarray, faces: np.ndarray) -> float:
     every face (the volume exactly negated), the same for a denser mesh of the same triangles.
 
     Every open rim is closed by a cone to one point ``o``, the rims' centroid (edge-length weighted; the
-    surface's area-weighted centroid where the mesh has no rim): a scan becomes its cap closed across its
+    faces' first corners, area-weighted, where the mesh has no rim): a scan becomes its cap closed across its
     opening, a model on its base the model with its small holes shut. The enclosed volume
     ``V = sum over faces of (x_a - o) . n_f / 6`` (``n_f`` the face's cross product, ``x_a`` its first corner;
     the cones add nothing, as they pass through ``o``) is returned as ``3 V / (area rho)``, ``rho`` the faces'

@@ -2,8 +2,9 @@
 tooth; with a reference, the reference beside the prediction and the wrong vertices marked.
 
 The mesh is rasterized here at the pixel size the picture has (:func:`rasterize`: a z-buffer of which
-triangle is in front at each pixel centre, a numba loop over the faces in :mod:`.raster_kernel`), and Pillow lays out the panels and writes the titles
-and numbers (matplotlib did; its import alone was 0.4-0.5 s of a prediction). Triangles are projected
+triangle is in front at each pixel centre, a numba loop over the faces in :mod:`.raster_kernel`), and Pillow
+lays out the panels and writes the titles and numbers (matplotlib did; its import alone was 0.4-0.5 s of a
+prediction). Triangles are projected
 orthographically and flat-shaded with a Lambert term from a light above the viewer, as the picture
 always was (matplotlib polygons, sorted back to front), with the nearest triangle winning each pixel
 instead of the last one drawn. Views: occlusal (looking onto the crowns) and frontal.

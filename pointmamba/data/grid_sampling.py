@@ -35,9 +35,8 @@ def grid_sample(coord: np.ndarray, grid_size: float | None, mode: str = "test",
                 rng: np.random.Generator | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Keep one point per voxel of size ``grid_size``.
 
-    ``"train"``: a random point of each voxel (needs ``rng``); ``"test"``: the point of each voxel nearest its
-    centre (ties: the first in input order), so that the same points in another order keep the same points (the
-    first in input order did not: docs/results/export_variants). ``grid_size`` None or 0 keeps every point.
+    ``"train"``: a random point of each voxel (needs ``rng``); ``"test"``: the first point of each voxel
+    in input order (deterministic). ``grid_size`` None or 0 keeps every point.
     """
     if mode not in GRID_MODES:
         raise ValueError(f"grid_sample: mode must be one of {GRID_MODES}, got {mode!r}")
@@ -54,12 +53,6 @@ def grid_sample(coord: np.ndarray, grid_size: float | None, mode: str = "test",
         perm = rng.permutation(n)
         _, first_in_perm = np.unique(key[perm], return_index=True)  # same sorted voxel order as above
         first = perm[first_in_perm]
-    else:
-        lo = coord.min(0)
-        centre = (np.floor((coord - lo) / grid_size) + 0.5) * grid_size + lo
-        off = np.einsum("ij,ij->i", coord - centre, coord - centre)
-        order = np.lexsort((np.arange(n), off, key))  # by voxel, then distance from its centre, then input order
-        first = order[np.searchsorted(key[order], np.unique(key))]
     return _sorted_rows(first, voxel)
 
 

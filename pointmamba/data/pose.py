@@ -37,10 +37,7 @@ import numpy as np
 from .mesh import apply_transform, face_normals, vertex_areas
 
 _MAX_FIT_POINTS = 6000
-"""Points used in the plane and parabola fits: enough for a stable fit. They are taken at evenly spaced ranks of
-their distance from the centre, which neither the vertices' order in the file nor a rigid motion changes (a
-fixed stride through the file turned the same mesh in another vertex order by up to 0.75 degrees and moved its
-labels: docs/results/export_variants)."""
+"""Points used in the plane and parabola fits (a fixed-stride subsample): enough for a stable fit."""
 
 
 def _weights(vertices: np.ndarray, faces: np.ndarray | None) -> np.ndarray:
@@ -96,10 +93,8 @@ def _crown_sign_geometry(x: np.ndarray, faces: np.ndarray | None, w: np.ndarray,
     return 1.0 if total >= 0 else -1.0
 
 
-def _subsample(x: np.ndarray) -> np.ndarray:
-    """Rows of the centred points ``x`` for the fits, in order of their distance from the centre (ties by row)."""
-    by_distance = np.argsort(np.einsum("ij,ij->i", x, x), kind="stable")
-    return by_distance[np.linspace(0, len(x) - 1, min(len(x), _MAX_FIT_POINTS)).astype(np.int64)]
+def _subsample(n: int) -> np.ndarray:
+    return np.linspace(0, n - 1, min(n, _MAX_FIT_POINTS)).astype(np.int64)
 
 
 def _parabola_fits(p2: np.ndarray, w: np.ndarray, thetas: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -151,7 +146,7 @@ def canonical_pose(vertices: np.ndarray, faces: np.ndarray | None = None,
     else:
         sign = _crown_sign_geometry(x, faces, w, z)
     z = z * sign
-    idx = _subsample(x)
+    idx = _subsample(len(v))
     for _ in range(3):  # refine: the plane through the crowns (upper half of the surface)
         h = x[idx] @ z
         top = idx[h > np.median(h)]

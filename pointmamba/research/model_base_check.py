@@ -103,6 +103,18 @@ def with_model_base(vertices: np.ndarray, faces: np.ndarray, labels: np.ndarray,
     return apply_transform(np.concatenate(new_points), back), np.concatenate(new_faces), len(plate_faces)
 
 
+def probe_meshes(scans: list[Path] | None = None) -> Any:
+    """Each probe scan (default: the 29 of :data:`DEFAULT_PATIENTS`) as (path, vertices float64, faces, reference
+    FDI labels, jaw from its name), read one at a time."""
+    from ..data.mesh import read_obj
+    from ..data.teeth3ds import read_labels
+
+    for path in scans or [p for folder in DEFAULT_PATIENTS for p in sorted((SHARED / folder).glob("*.obj"))]:
+        v, f = read_obj(path)[:2]
+        yield (path, np.asarray(v, dtype=np.float64), f, read_labels(path.with_suffix(".json"), len(v)).labels,
+               "upper" if "upper" in path.stem else "lower")
+
+
 def dense_scan() -> tuple[np.ndarray, np.ndarray]:
     """(vertices, faces) of the probes' timing mesh: the shared MLEX001_upper subdivided once (201,287 vertices),
     as ``bench/predict.py`` makes its 200k scan."""

@@ -26,7 +26,7 @@ from pointmamba.data.scan import load_scan  # noqa: E402
 from pointmamba.data.teeth3ds import read_labels  # noqa: E402
 from pointmamba.evaluation.metrics import ConfusionMatrix  # noqa: E402
 from pointmamba.inference.segmenter import Segmenter  # noqa: E402
-from pointmamba.research.model_base_check import DEFAULT_PATIENTS, SHARED, best_seconds, dense_scan  # noqa: E402
+from pointmamba.research.model_base_check import SHARED, best_seconds, dense_scan, probe_meshes  # noqa: E402
 
 segmenters = {on: Segmenter(infer={"pose_parts": on}) for on in (False, True)}
 
@@ -61,11 +61,7 @@ print(f"# one part: {same} poses bit for bit the same; more than one part: {len(
 print("# rule 2: the 87 fragment variants, with the switch")
 rng = np.random.default_rng(0)
 rows = []
-for path in [p for folder in DEFAULT_PATIENTS for p in sorted((SHARED / folder).glob("*.obj"))]:
-    v, f = read_obj(path)[:2]
-    v = v.astype(float)
-    labels = read_labels(path.with_suffix(".json"), len(v)).labels
-    jaw = "upper" if "upper" in path.stem else "lower"
+for path, v, f, labels, jaw in probe_meshes():
     plain = segment(True, v, f, jaw, path.stem)
     base = miou(plain, len(v), labels, jaw)
     for kind, share in (("gum", 0.03), ("gum", 0.08), ("tooth", 0)):

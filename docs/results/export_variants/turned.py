@@ -14,11 +14,9 @@ from pointmamba.utils.cpu_runtime import tune_cpu_runtime
 tune_cpu_runtime()
 from pointmamba.data import fdi_to_class  # noqa: E402
 from pointmamba.data.augment import rotation_about  # noqa: E402
-from pointmamba.data.mesh import read_obj  # noqa: E402
-from pointmamba.data.teeth3ds import read_labels  # noqa: E402
 from pointmamba.evaluation.metrics import ConfusionMatrix  # noqa: E402
 from pointmamba.inference.segmenter import Segmenter  # noqa: E402
-from pointmamba.research.model_base_check import DEFAULT_PATIENTS, SHARED  # noqa: E402
+from pointmamba.research.model_base_check import probe_meshes  # noqa: E402
 
 rng = np.random.default_rng(0)
 MOTIONS = []
@@ -30,11 +28,7 @@ for degrees, mm in ((1.0, 0.3), (1.0, 0.3), (5.0, 2.0)):
 
 segmenter = Segmenter()
 rows = []
-for path in [p for folder in DEFAULT_PATIENTS for p in sorted((SHARED / folder).glob("*.obj"))]:
-    v, f = read_obj(path)[:2]
-    v = v.astype(np.float64)
-    labels = read_labels(path.with_suffix(".json"), len(v)).labels
-    jaw = "upper" if "upper" in path.stem else "lower"
+for path, v, f, labels, jaw in probe_meshes():
     centre = v.mean(0)
     scores, teeth = [], []
     for rotation, shift, _ in [(np.eye(3), np.zeros(3), "as is")] + MOTIONS:

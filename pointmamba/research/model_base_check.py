@@ -17,7 +17,7 @@ import json
 import os
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -103,7 +103,7 @@ def with_model_base(vertices: np.ndarray, faces: np.ndarray, labels: np.ndarray,
     return apply_transform(np.concatenate(new_points), back), np.concatenate(new_faces), len(plate_faces)
 
 
-def probe_meshes(scans: list[Path] | None = None) -> Any:
+def probe_meshes(scans: list[Path] | None = None) -> Iterator[tuple[Path, np.ndarray, np.ndarray, np.ndarray, str]]:
     """Each probe scan (default: the 29 of :data:`DEFAULT_PATIENTS`) as (path, vertices float64, faces, reference
     FDI labels, jaw from its name), read one at a time."""
     from ..data.mesh import read_obj
@@ -124,7 +124,7 @@ def dense_scan() -> tuple[np.ndarray, np.ndarray]:
     return subdivide(v, f)[:2]
 
 
-def best_seconds(fn: Any, repeats: int = 3) -> float:
+def best_seconds(fn: Callable[[], Any], repeats: int = 3) -> float:
     """The shortest wall time of ``repeats`` calls of ``fn()`` (the machines are shared: the best, not one)."""
     import time
 

@@ -59,15 +59,22 @@ def _face_shading(v: np.ndarray, faces: np.ndarray) -> np.ndarray:
     return 0.35 + 0.65 * np.abs(nx * _LIGHT[0] + ny * _LIGHT[1] + nz * _LIGHT[2]) / np.maximum(length, 1e-12)
 
 
-def _pixels(hit: np.ndarray, v: np.ndarray, faces: np.ndarray, vertex_rgb: np.ndarray) -> np.ndarray:
-    """(height, width, 3) uint8 picture, row 0 at the top, of the rasterized faces ``hit`` (-1: white): each face
-    its vertices' mean colour (``vertex_rgb`` in [0, 1]), shaded. Only the faces in the picture are coloured (a
-    201k-vertex scan shows about a third of its 400k faces at this size)."""
-    image = np.ones(hit.shape + (3,))
+def _visible(hit: np.ndarray, v: np.ndarray, faces: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """What a view's rasterized faces ``hit`` (-1: none) show: (the covered pixels' mask, the faces in the picture
+    (k, 3), each covered pixel's index among them, each such face's shading). Only the faces in the picture are
+    shaded (a 201k-vertex scan shows about a third of its 400k faces at this size); the rows of a picture share it."""
     seen = hit >= 0
     shown, where = np.unique(hit[seen], return_inverse=True)
     f = faces[shown]
-    image[seen] = np.clip((vertex_rgb[f].mean(1) * _face_shading(v, f)[:, None])[where.reshape(-1)], 0, 1)
+    return seen, f, where.reshape(-1), _face_shading(v, f)
+
+
+def _pixels(hit: np.ndarray, visible: tuple[np.ndarray, ...], vertex_rgb: np.ndarray) -> np.ndarray:
+    """(height, width, 3) uint8 picture, row 0 at the top, of the rasterized faces ``hit`` (white where none) with
+    their :func:`_visible` parts: each face its vertices' mean colour (``vertex_rgb`` in [0, 1]), shaded."""
+    seen, f, where, shade = visible
+    image = np.ones(hit.shape + (3,))
+    image[seen] = np.clip((vertex_rgb[f].mean(1) * shade[:, None])[where], 0, 1)
     return (image[::-1] * 255 + 0.5).astype(np.uint8)
 
 
@@ -127,7 +134,7 @@ def render_segmentation(path: str | Path, aligned: np.ndarray, faces: np.ndarray
     draw = ImageDraw.Draw(canvas)
     draw.text((canvas.width / 2, 6), title, fill="black", font=_font(_HEADER_PX), anchor="mt")
     projected = {view: rotate(np.asarray(aligned, dtype=np.float64), VIEWS[view]) for view in views}
-    hits: dict[str, np.ndarray] = {}  # one rasterization per view, shared by the rows
+    hits: dict[str, tuple] = {}  # one rasterization and its shading per view, shared by the rows
     for r, (name, cls, numbers, wrong) in enumerate(rows):
         vertex_rgb = colors[cls].astype(np.float64) / 255.0
         for c, view in enumerate(views):
@@ -140,10 +147,11 @@ def render_segmentation(path: str | Path, aligned: np.ndarray, faces: np.ndarray
             left += (box_w - width) // 2
             top_img = top + _TITLE_PX + _MARGIN + (box_h - height) // 2
             if view not in hits:
-                hits[view] = rasterize((v[:, :2] - [x0, y0]) * [width / (x1 - x0), height / (y1 - y0)], v[:, 2],
-                                       faces, width, height)
-            hit = hits[view]
-            pixels = _pixels(hit, v, faces, vertex_rgb)
+                hit = rasterize((v[:, :2] - [x0, y0]) * [width / (x1 - x0), height / (y1 - y0)], v[:, 2], faces,
+                                width, height)
+                hits[view] = hit, _visible(hit, v, faces)
+            hit, visible = hits[view]
+            pixels = _pixels(hit, visible, vertex_rgb)
             if wrong is not None and wrong.any():  # a black mark of 2 x 2 pixels on each wrong vertex
                 px = np.clip(((v[wrong, 0] - x0) * width / (x1 - x0)).astype(np.int64), 0, width - 1)
                 py = np.clip(height - 1 - ((v[wrong, 1] - y0) * height / (y1 - y0)).astype(np.int64), 0, height - 1)
@@ -190,7 +198,8 @@ def render_thumbnail(aligned: np.ndarray, faces: np.ndarray, fdi: np.ndarray, co
     hit = rasterize((v[:, :2] - [x0, y0]) * [width / (x1 - x0), height / (y1 - y0)], v[:, 2], faces, width, height)
     canvas = Image.new("RGB", size, "white")
     left, top = (size[0] - width) // 2, (size[1] - height) // 2
-    canvas.paste(Image.fromarray(_pixels(hit, v, faces, colors[classes].astype(np.float64) / 255.0)), (left, top))
+    pixels = _pixels(hit, _visible(hit, v, faces), colors[classes].astype(np.float64) / 255.0)
+    canvas.paste(Image.fromarray(pixels), (left, top))
     draw = ImageDraw.Draw(canvas)
     font = _font(_THUMB_NUMBER_PX)
     for number, x, y in _number_spots(v, np.asarray(fdi)):

@@ -87,25 +87,17 @@ def test_labels_decide_the_crown_side_and_front() -> None:
         canonical_pose(np.zeros((2, 3)))
 
 
-def _with_fan(vertices: np.ndarray, faces: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The scan's longest open rim closed by a fan of triangles to its centre (a watertight export's filled hole)."""
-    from pointmamba.research.model_base_check import boundary_loop
-
-    loop = boundary_loop(faces)
-    fan = np.stack([np.roll(loop, -1), loop, np.full(len(loop), len(vertices))], 1)
-    return np.vstack([vertices, vertices[loop].mean(0)]), np.vstack([faces, fan])
-
-
 @pytest.mark.parametrize("stem", ["MSN021_lower", "MSN022_upper", "MSN023_lower"])
 def test_a_scan_with_its_rim_filled_keeps_its_crown_side(stem: str) -> None:
     # closed, the mesh has no rim and its normals sum to nothing; the fill's flat side tells the crowns' side (the
     # three votes turned all three samples upside down: docs/results/hole_fill)
     from pointmamba.data.mesh import read_obj
+    from pointmamba.research.model_base_check import with_fan
 
     v, f = read_obj(Path(__file__).resolve().parents[1] / "data" / "samples" / stem.split("_")[0] / f"{stem}.obj")[:2]
     v = v.astype(np.float64)
     crowns = canonical_pose(v, f)[2, :3]
-    filled_v, filled_f = _with_fan(v, f)
+    filled_v, filled_f = with_fan(v, f)
     assert canonical_pose(filled_v, filled_f)[2, :3] @ crowns > 0.99
     rotation = random_rotation(np.random.default_rng(3), "so3")
     turned = canonical_pose(filled_v @ rotation.T, filled_f)[2, :3] @ rotation  # back in the scan's frame

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from pointmamba.data.mesh import read_obj
-from pointmamba.research.model_base_check import boundary_loop
+from pointmamba.research.model_base_check import with_fan
 
 SAMPLES = Path(__file__).resolve().parents[1] / "data" / "samples"
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -21,9 +21,7 @@ def test_a_scan_with_its_rim_filled_is_segmented_as_the_scan() -> None:
 
     v, f = read_obj(SAMPLES / "MSN021" / "MSN021_lower.obj")[:2]
     v = v.astype(np.float64)
-    loop = boundary_loop(f)
-    fan = np.stack([np.roll(loop, -1), loop, np.full(len(loop), len(v))], 1)  # the rim fanned to its centre
-    filled_v, filled_f = np.vstack([v, v[loop].mean(0)]), np.vstack([f, fan])
+    filled_v, filled_f = with_fan(v, f)  # the rim fanned to its centre
     segmenter = Segmenter()
     plain = segmenter((v, f), jaw="lower", name="MSN021_lower")
     with warnings.catch_warnings():

@@ -19,17 +19,12 @@ def main(argv: list[str] | None = None) -> None:
 
     from ..utils.atomic_file import write_csv
 
-    from ..data.mesh import read_obj
-    from ..data.teeth3ds import read_labels
-    from .model_base_check import probe_parser, probe_setup
+    from .model_base_check import probe_meshes, probe_parser, probe_setup
 
     args = probe_parser(__doc__.split("\n\n")[0]).parse_args(argv)
     scans, segmenters = probe_setup(args, "orient_faces")
     rows = []
-    for path in tqdm(scans, desc="reversed scans"):
-        v, f = read_obj(path)[:2]
-        reference = read_labels(path.with_suffix(".json"), len(v))
-        jaw = "upper" if "upper" in path.stem else "lower"
+    for path, v, f, reference, jaw in tqdm(probe_meshes(scans), total=len(scans), desc="reversed scans"):
         row: dict = {"scan": path.stem}
         for name, faces, on in (("as_is", f, True), ("reversed_off", f[:, ::-1], False), ("reversed_on", f[:, ::-1], True)):
             with warnings.catch_warnings(record=True) as seen:

@@ -13,7 +13,6 @@ its own, as a remeshed base has). Without scans: the 29 shared scans of docs/res
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import warnings
 from pathlib import Path
@@ -59,6 +58,15 @@ def boundary_loop(faces: np.ndarray) -> np.ndarray:
     wound = {(a, b) for a, b in half[count[inverse.reshape(-1)] == 1].tolist()}
     forward = sum((a, b) in wound for a, b in zip(best, best[1:] + best[:1]))
     return np.asarray(best if 2 * forward >= len(best) else best[::-1])
+
+
+def with_fan(vertices: np.ndarray, faces: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The mesh with its longest open rim closed by a fan of triangles to the rim's centre, as a watertight export
+    fills the hole (one new vertex, last; the new faces last, wound as the rim's faces are)."""
+    v = np.asarray(vertices, dtype=np.float64)
+    loop = boundary_loop(faces)
+    fan = np.stack([np.roll(loop, -1), loop, np.full(len(loop), len(v))], 1)
+    return np.vstack([v, v[loop].mean(0)]), np.vstack([np.asarray(faces, dtype=np.int64), fan])
 
 
 def with_model_base(vertices: np.ndarray, faces: np.ndarray, labels: np.ndarray, depth: float = 4.0,
@@ -167,17 +175,14 @@ def main(argv: list[str] | None = None) -> None:
 
     from ..utils.atomic_file import write_csv
 
-    from ..data.mesh import read_obj, subdivide
+    from ..data.mesh import subdivide
 
     parser = probe_parser(__doc__.split("\n\n")[0])
     parser.add_argument("--subdivide", action="store_true")
     args = parser.parse_args(argv)
     scans, segmenters = probe_setup(args, "model_base")
     rows = []
-    for path in tqdm(scans, desc="based scans"):
-        v, f = read_obj(path)[:2]
-        reference = np.asarray(json.loads(path.with_suffix(".json").read_text())["labels"])
-        jaw = "upper" if "upper" in path.stem else "lower"
+    for path, v, f, reference, jaw in tqdm(probe_meshes(scans), total=len(scans), desc="based scans"):
         based, based_faces, plate = with_model_base(v, f, reference)
         walls, walls_faces, _ = with_model_base(v, f, reference, plate=False)
         if args.subdivide:

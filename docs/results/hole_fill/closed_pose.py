@@ -18,18 +18,9 @@ import numpy as np
 
 from pointmamba.data.mesh import face_normals, read_obj
 from pointmamba.data.pose import canonical_pose
-from pointmamba.research.model_base_check import DEFAULT_PATIENTS, SHARED, best_seconds, boundary_loop, dense_scan
+from pointmamba.research.model_base_check import DEFAULT_PATIENTS, SHARED, best_seconds, dense_scan, with_fan
 
 ROOT = Path(__file__).resolve().parents[3]
-
-
-def with_fan(vertices: np.ndarray, faces: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The mesh with its longest open rim closed by a fan of triangles to the rim's centre (one new vertex, last;
-    the new faces last, wound as the rim's faces are)."""
-    v = np.asarray(vertices, dtype=np.float64)
-    loop = boundary_loop(faces)
-    fan = np.stack([np.roll(loop, -1), loop, np.full(len(loop), len(v))], 1)
-    return np.vstack([v, v[loop].mean(0)]), np.vstack([np.asarray(faces, dtype=np.int64), fan])
 
 
 def old_pose_module() -> types.ModuleType:

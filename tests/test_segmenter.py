@@ -69,6 +69,8 @@ def test_a_file_and_its_arrays_give_the_same_result_in_any_units(segmenter, scan
     assert (segmenter(mesh, jaw="lower").labels == from_file.labels).all()
     explicit = segmenter((v / 10.0, f), jaw="lower", units="cm")
     assert (explicit.labels == from_file.labels).mean() > 0.99
+    inches = segmenter((v / 25.4, f), jaw="lower", units="in")  # never guessed, so said
+    assert (inches.labels == from_file.labels).mean() > 0.99
     # what the result holds
     assert from_file.labels.shape == from_file.instances.shape == (len(v),)
     assert from_file.probabilities.shape == (len(v), 17)

@@ -29,6 +29,18 @@ def test_auto_units_from_the_extent(scan, scale: float, units: str, factor: floa
         assert decision.warning.startswith("x.obj: ") and f"scaled by {factor:g}" in decision.warning
 
 
+def test_inches_are_said_not_guessed(scan) -> None:
+    """A jaw in inches reads as a small one in cm: auto keeps cm but its warning names inches."""
+    inches = scan.vertices / 25.4
+    guessed = infer_units(inches, "auto", "x.stl")
+    assert guessed.units == "cm" and "--units in" in guessed.warning
+    assert f"in inches it would be {extent(scan.vertices):.0f} mm" in guessed.warning
+    said = infer_units(inches, "in", "x.stl")
+    assert said.factor == 25.4 and said.warning is None
+    assert said.extent_mm == pytest.approx(extent(scan.vertices))
+    assert "--units in" not in infer_units(scan.vertices / 10.0, "auto").warning  # 6.9 in would be 176 mm
+
+
 def test_explicit_units_and_sizes_no_unit_fits(scan) -> None:
     assert infer_units(scan.vertices * 0.1, "cm").factor == 10.0
     assert infer_units(scan.vertices * 0.1, "cm").warning is None

@@ -2,7 +2,7 @@
 """Segment your own scans (OBJ/PLY/STL) at full resolution with a trained checkpoint.
 
     tools/predict.py SCAN_OR_FOLDER [...] [--checkpoint CKPT] [--jaw upper|lower] [--jaw-file CSV]
-                     [--units auto|mm|cm|m] --out DIR
+                     [--units auto|mm|cm|m|in] --out DIR
                      [--overwrite] [--reference JSON ... | --reference auto] [--set infer.KEY=VALUE ...]
                      [--report DIR/index.html] [--export-teeth] [--strict] [--skip-existing] [--layout flat|per-scan]
                      [--dentition auto|permanent|mixed] [--dentition-file CSV]
@@ -42,7 +42,7 @@ The jaw comes from --jaw-file's row for the scan, else --jaw, else the file name
 label file beside it, else from the teeth: the arch numbered under both jaws' tooth widths, the likelier
 kept (the JSON's confidence.jaw holds the margin; a thin one, or a named jaw the teeth contradict, is
 flagged for review; docs/results/jaw_from_teeth). Scans in cm or
-m are detected from their size and scaled to mm with a warning (--units to say). A model's base (walls on a
+m are detected from their size and scaled to mm with a warning (--units to say; inches only by --units in). A model's base (walls on a
 flat plate) is left out and labelled gingiva, with a warning (infer.model_base); a mesh wound inside out is
 segmented with its faces reversed, with a warning, and flagged (infer.orient_faces; a mirrored mesh is wound so
 too). Every output and then
@@ -80,6 +80,8 @@ SOME_FAILED = 1
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from ..data.units import UNIT_CHOICES
+
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("scans", nargs="+", help="mesh files (.obj, .ply, .stl) or folders of them (recursive)")
     parser.add_argument("--checkpoint", help="checkpoint written by tools/train.py (default: the shipped model)")
@@ -93,8 +95,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--reference", nargs="+", default=[],
                         help="ground-truth Teeth3DS JSON per scan, or 'auto' (the label file beside each mesh): "
                              "prints metrics")
-    parser.add_argument("--units", default="auto", choices=("auto", "mm", "cm", "m"),
-                        help="units of the scans' coordinates (auto: from their size; the model works in mm)")
+    parser.add_argument("--units", default="auto", choices=UNIT_CHOICES,
+                        help="units of the scans' coordinates (auto: from their size, never inches; the model works "
+                             "in mm)")
     parser.add_argument("--overwrite", action="store_true", help="replace existing files in --out (never an input)")
     parser.add_argument("--set", dest="overrides", nargs="+", action="extend", default=[], metavar="KEY=VALUE",
                         help="inference switches, e.g. --set infer.graph_cut=false infer.mirror_tta=false")

@@ -4,6 +4,9 @@ A jaw (full arch) is about 35-90 mm across; the shared scans measure 59-80 mm al
 principal axis, the synthetic ones 80-91 mm. :func:`infer_units` reads that extent and, with
 ``units="auto"``, finds the power of ten that brings it into :data:`JAW_EXTENT_MM` (20-150 mm, narrower
 than a factor of ten, so at most one unit fits). Scans that fit none are refused: pass ``--units``.
+
+Inches are never guessed: a full arch in inches (2.3-3.5 across) reads as a small arch in cm (23-35 mm), and
+a partial arch in cm reads the same. ``auto``'s warning on a scan it reads as cm names ``--units in``.
 """
 from __future__ import annotations
 
@@ -13,7 +16,7 @@ from os import PathLike
 
 import numpy as np
 
-UNITS: dict[str, float] = {"mm": 1.0, "cm": 10.0, "m": 1000.0}
+UNITS: dict[str, float] = {"mm": 1.0, "cm": 10.0, "m": 1000.0, "in": 25.4}
 """Explicit units and their factor to millimetres."""
 
 UNIT_CHOICES = ("auto",) + tuple(UNITS)
@@ -60,7 +63,7 @@ def _plausible(mm: float) -> bool:
 
 
 def infer_units(vertices: np.ndarray, units: str = "auto", path: str | PathLike | None = None) -> UnitsDecision:
-    """The factor that brings ``vertices`` to mm: explicit ``units`` (mm, cm, m) or ``"auto"`` from the
+    """The factor that brings ``vertices`` to mm: explicit ``units`` (mm, cm, m, in) or ``"auto"`` from the
     extent. Raises :class:`UnitsError` naming the file where ``auto`` finds no unit."""
     where = str(path) if path is not None else "scan"
     size = extent(vertices)
@@ -81,10 +84,13 @@ def infer_units(vertices: np.ndarray, units: str = "auto", path: str | PathLike 
             warning = None
             if factor != 1.0:
                 warning = (f"{where}: {size:.4g} across in file units, which is no jaw in mm; read as {name} "
-                           f"and scaled by {factor:g} to {size * factor:.0f} mm (pass --units to override)")
+                           f"and scaled by {factor:g} to {size * factor:.0f} mm (pass --units to override")
+                if name == "cm" and _plausible(size * UNITS["in"]):
+                    warning += f"; in inches it would be {size * UNITS['in']:.0f} mm: --units in"
+                warning += ")"
             return UnitsDecision(name, factor, size, warning)
     raise UnitsError(f"{where}: {size:.4g} across in file units fits no unit (a jaw is {lo:g}-{hi:g} mm across, "
-                     "a stray vertex far away?); if the size is right, pass --units mm|cm|m")
+                     "a stray vertex far away?); if the size is right, pass --units mm|cm|m|in")
 
 
 def length_text(mm: float) -> str:

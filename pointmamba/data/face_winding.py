@@ -56,3 +56,84 @@ def enclosed(vertices: np.ndarray, faces: np.ndarray) -> float:
 def inside_out(vertices: np.ndarray, faces: np.ndarray) -> bool:
     """True when the mesh's faces are wound into the jaw: the volume it encloses is below ``-NO_EVIDENCE``."""
     return enclosed(vertices, faces) < -NO_EVIDENCE
+
+
+def _shared_edges(faces: np.ndarray, num_vertices: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(face i, face j, same) for each edge that exactly two faces share: ``same`` where both faces run the edge
+    in the same direction (one of them is wound against the other). Rims (one face) and edges of three or more
+    faces carry no evidence and are left out, and so are a degenerate face's collapsed edges."""
+    f = np.asarray(faces, dtype=np.int64)
+    a, b = f.reshape(-1), f[:, [1, 2, 0]].reshape(-1)  # half-edge 3i + k of face i
+    keep = np.flatnonzero(a != b)
+    lo, hi = np.minimum(a[keep], b[keep]), np.maximum(a[keep], b[keep])
+    order = np.argsort(lo * num_vertices + hi)
+    key = (lo * num_vertices + hi)[order]
+    starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+    counts = np.diff(np.r_[starts, len(key)])
+    first = starts[counts == 2]
+    e1, e2 = keep[order[first]], keep[order[first + 1]]
+    return e1 // 3, e2 // 3, (a[e1] < b[e1]) == (a[e2] < b[e2])
+
+
+def _disagreeing_edges(faces: np.ndarray, num_vertices: int) -> int:
+    """How many edges two faces share running them the same way (a sparse tally of the half-edges: no sort)."""
+    from scipy.sparse import csr_matrix
+
+    f = np.asarray(faces, dtype=np.int64)
+    a, b = f.reshape(-1), f[:, [1, 2, 0]].reshape(-1)
+    keep = a != b
+    a, b = a[keep], b[keep]
+    # each half-edge adds 1 to its edge's count and 2^16 where it runs from the smaller index to the larger
+    tally = csr_matrix(((1 + (a < b) * 65536).astype(np.int64), (np.minimum(a, b), np.maximum(a, b))),
+                       shape=(num_vertices, num_vertices))
+    tally.sum_duplicates()
+    count, forward = tally.data & 0xFFFF, tally.data >> 16
+    return int(((count == 2) & (forward != 1)).sum())
+
+
+def inconsistent_faces(vertices: np.ndarray, faces: np.ndarray) -> np.ndarray:
+    """(F,) bool: the faces to reverse so that each connected part of the mesh is wound one way.
+
+    Across each edge two faces share, the faces agree when they run it in opposite directions. The faces joined
+    through agreeing edges form regions wound one way each; regions that meet across a disagreeing edge are wound
+    against each other. Each part (regions joined so) is two-coloured from one region, and of its two ways the
+    one with the smaller area is reversed. Which way the whole mesh then faces is :func:`inside_out`'s question.
+    All False, after a sparse tally of the edges, for a mesh wound consistently. Where a part cannot be wound
+    one way at all (a Moebius strip, or a disagreeing edge inside one region), the walk's tree decides."""
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import breadth_first_order, connected_components
+
+    f = np.asarray(faces, dtype=np.int64)
+    n = len(f)
+    if n == 0 or _disagreeing_edges(f, len(vertices)) == 0:
+        return np.zeros(n, dtype=bool)
+    fi, fj, same = _shared_edges(f, len(vertices))
+    agree = ~same
+    _, region = connected_components(coo_matrix((np.ones(int(agree.sum()), dtype=np.int8), (fi[agree], fj[agree])),
+                                                shape=(n, n)).tocsr(), directed=False)
+    regions = int(region.max()) + 1
+    ri, rj = region[fi[same]], region[fj[same]]
+    cross = ri != rj
+    ri, rj = ri[cross], rj[cross]
+    between = coo_matrix((np.ones(len(ri), dtype=np.int8), (ri, rj)), shape=(regions, regions)).tocsr()
+    parts, part = connected_components(between, directed=False)
+    # one walk over every part: a root node joined to the first region of each part; every other step crosses a
+    # disagreeing edge, so a region is wound against its part's first region where its path has odd length
+    firsts = np.unique(part, return_index=True)[1]
+    walk = coo_matrix((np.ones(len(ri) + parts, dtype=np.int8),
+                       (np.r_[ri, np.full(parts, regions)], np.r_[rj, firsts])), shape=(regions + 1,) * 2).tocsr()
+    _, parent = breadth_first_order(walk, regions, directed=False, return_predecessors=True)
+    parent[regions] = regions
+    against = parent != regions  # odd steps to the parent; pointer jumping sums them along the path to the root
+    against[regions] = False
+    up = parent.copy()
+    while (up[:regions] != regions).any():
+        against = against ^ against[up]
+        up = up[up]
+    face_against = against[region]
+    face_part = part[region]
+    cross_product = face_normals(np.asarray(vertices, dtype=np.float64), f)
+    area = np.sqrt(np.einsum("ij,ij->i", cross_product, cross_product))
+    against_area = np.bincount(face_part, weights=area * face_against, minlength=parts)
+    along_area = np.bincount(face_part, weights=area * ~face_against, minlength=parts)
+    return face_against == (against_area <= along_area)[face_part]

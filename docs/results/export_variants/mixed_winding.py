@@ -1,0 +1,61 @@
+"""A mesh wound inconsistently: part of its faces one way, the rest the other (a mesh merged from parts, or edited).
+The 29 probe scans of ../model_base as they are and with the faces of one region reversed: the half of the scan on
+one side of the plane through its centroid across its longest axis (one side of the arch), and a ball of 15 % of
+the faces about a vertex drawn at random. Per-scan mIoU, the shipped pair, default inference.
+
+    python docs/results/export_variants/mixed_winding.py > docs/results/export_variants/mixed_winding.txt
+"""
+import sys
+import warnings
+
+import numpy as np
+
+from pointmamba.utils.cpu_runtime import tune_cpu_runtime
+
+tune_cpu_runtime()
+from pointmamba.data import fdi_to_class  # noqa: E402
+from pointmamba.evaluation.metrics import ConfusionMatrix  # noqa: E402
+from pointmamba.inference.segmenter import Segmenter  # noqa: E402
+from pointmamba.research.model_base_check import probe_meshes  # noqa: E402
+
+
+def half(v: np.ndarray, f: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """The faces whose centroid lies on the positive side of the plane across the longest axis."""
+    c = v - v.mean(0)
+    axis = np.linalg.eigh(c.T @ c)[1][:, 2]
+    return (c[f].mean(1) @ axis) > 0
+
+
+def ball(v: np.ndarray, f: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """The 15 % of the faces nearest a vertex drawn at random."""
+    centre = v[rng.integers(len(v))]
+    d = ((v[f].mean(1) - centre) ** 2).sum(1)
+    return d <= np.quantile(d, 0.15)
+
+
+REGIONS = {"half": half, "ball": ball}
+
+
+def main() -> None:
+    segmenter = Segmenter()
+    rng = np.random.default_rng(0)
+    totals = {k: [] for k in ["as is", *REGIONS]}
+    for path, v, f, labels, jaw in probe_meshes():
+        row = []
+        for name in totals:
+            faces = f.copy()
+            if name != "as is":
+                flip = REGIONS[name](v, f, rng)
+                faces[flip] = faces[flip][:, ::-1]
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                result = segmenter((v, faces), jaw=jaw, name=path.stem, units="mm")
+            score = ConfusionMatrix(17).update(fdi_to_class(result.labels, jaw, 17), fdi_to_class(labels, jaw, 17)).miou()
+            totals[name].append(score)
+            row.append(f"{name} {score:.4f}{' flagged' if result.confidence.review else ''}")
+        print(path.stem, " | ".join(row), flush=True)
+    print("mean: " + ", ".join(f"{k} {np.mean(s):.4f} (min {np.min(s):.4f})" for k, s in totals.items()))
+
+
+if __name__ == "__main__":
+    main() if len(sys.argv) == 1 else None

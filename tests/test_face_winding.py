@@ -99,3 +99,113 @@ def test_a_mesh_wound_inside_out_is_segmented_as_the_scan_and_says_so(segmenters
     assert result.review and "mirror image" in result.review_line()
     off = segmenters[False]((v, reversed_faces), jaw="upper", name="inside_out")
     assert "faces_reversed" not in off.meta and (off.labels != plain.labels).mean() > 0.1  # as it was: wrong
+
+
+def _reversed(faces: np.ndarray, which: np.ndarray) -> np.ndarray:
+    out = faces.copy()
+    out[which] = out[which][:, ::-1]
+    return out
+
+
+def _face_parts(faces: np.ndarray, n: int) -> np.ndarray:
+    """Each face's part: faces joined through edges two faces share (a part touching another at a vertex only
+    is its own)."""
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    from pointmamba.data.face_winding import _shared_edges
+
+    fi, fj, _ = _shared_edges(faces, n)
+    return connected_components(coo_matrix((np.ones(len(fi)), (fi, fj)), shape=(len(faces),) * 2), directed=False)[1]
+
+
+@pytest.mark.parametrize("stem", ["MSN021_lower", "MSN022_upper"])
+def test_a_mesh_wound_part_one_way_is_wound_back_as_its_larger_area(stem: str) -> None:
+    """Half of the arch, a ball of faces, or every face at random reversed: the faces reversed back are exactly
+    those (on each part of the mesh, whichever way has the larger area), and afterwards no edge disagrees."""
+    from pointmamba.data.face_winding import _disagreeing_edges, inconsistent_faces
+
+    v, f = _sample(stem)
+    assert _disagreeing_edges(f, len(v)) == 0 and not inconsistent_faces(v, f).any()  # the scan as it is
+    rng = np.random.default_rng(3)
+    centre = v[f].mean(1)
+    axis = np.linalg.eigh(np.cov((v - v.mean(0)).T))[1][:, 2]
+    distance = ((centre - v[rng.integers(len(v))]) ** 2).sum(1)
+    part = _face_parts(f, len(v))
+    for which in ((centre - v.mean(0)) @ axis > 0, distance <= np.quantile(distance, 0.15), rng.random(len(f)) < 0.5):
+        # each part's minority by area is what comes back: on the scan's main part, the faces reversed
+        mixed = _reversed(f, which)
+        back = inconsistent_faces(v, mixed)
+        mended = _reversed(mixed, back)
+        assert _disagreeing_edges(mended, len(v)) == 0
+        main = part == np.bincount(part).argmax()
+        same_way = (mended[main] == f[main]).all(1)
+        assert same_way.all() or not same_way.any()  # the main part wound one way, the original's or its reverse
+        area = np.linalg.norm(np.cross(v[f[:, 1]] - v[f[:, 0]], v[f[:, 2]] - v[f[:, 0]]), axis=1)
+        assert same_way.all() == (area[which & main].sum() < area[~which & main].sum())  # the larger area kept
+
+
+def test_odd_meshes_are_wound_without_error() -> None:
+    """Degenerate faces, an edge of three faces (a fin) and a Moebius strip: no error, fewer disagreeing edges."""
+    from pointmamba.data.face_winding import _disagreeing_edges, inconsistent_faces
+
+    square = np.array([[0, 0, 0], [1, 0, 0], [1, 1, 0], [0, 1, 0], [0.5, 0.5, 1.0]], dtype=float)
+    fin = np.array([[0, 1, 2], [0, 2, 3], [2, 0, 4], [1, 1, 3]])  # 0-2 carries three faces; the last is degenerate
+    assert inconsistent_faces(square, fin).shape == (4,)
+    assert not inconsistent_faces(square, np.zeros((0, 3), dtype=np.int64)).any()
+    n = 12  # a Moebius strip: two rows of vertices, the ends joined with a half twist
+    t = np.linspace(0, 2 * np.pi, n, endpoint=False)
+    ring = [np.c_[(2 + s * np.cos(t / 2)) * np.cos(t), (2 + s * np.cos(t / 2)) * np.sin(t), s * np.sin(t / 2)]
+            for s in (-0.5, 0.5)]
+    v = np.r_[ring[0], ring[1]]
+    faces = []
+    for i in range(n):
+        j = (i + 1) % n
+        a, b, c, d = i, j, n + i, n + j
+        if j == 0:  # the half twist swaps the rows
+            b, d = n + j, j
+        faces += [[a, b, d], [a, d, c]]
+    faces = np.array(faces)
+    mixed = _reversed(faces, np.arange(len(faces)) % 3 == 0)
+    back = inconsistent_faces(v, mixed)
+    assert _disagreeing_edges(_reversed(mixed, back), len(v)) <= 1 < _disagreeing_edges(mixed, len(v))
+
+
+def test_a_mesh_wound_part_one_way_is_segmented_as_the_scan_and_says_so(tmp_path: Path) -> None:
+    """The user's path: half of the arch reversed, segmented as the scan with ``infer.consistent_winding``, a
+    warning and ``faces_rewound`` in the JSON, the file's own faces kept; without it, as it was: wrong."""
+    from pointmamba import Segmenter
+
+    v, f = _sample("MSN022_upper")
+    on = Segmenter(infer={"consistent_winding": True})
+    plain = on((v, f), jaw="upper", name="MSN022_upper")
+    assert "faces_rewound" not in plain.meta
+    centre = v[f].mean(1) - v.mean(0)
+    half = centre @ np.linalg.eigh(np.cov((v - v.mean(0)).T))[1][:, 2] > 0
+    area = np.linalg.norm(np.cross(v[f[:, 1]] - v[f[:, 0]], v[f[:, 2]] - v[f[:, 0]]), axis=1)
+    smaller = half if area[half].sum() < area[~half].sum() else ~half
+    mixed = _reversed(f, smaller)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        result = on((v, mixed), jaw="upper", name="half_reversed")
+    assert any(f"{int(smaller.sum())} of the mesh's {len(f)} faces were wound against the rest;" in str(w.message)
+               for w in seen)
+    np.testing.assert_array_equal(result.labels, plain.labels)  # the faces wound back are the scan's own
+    assert "reversed" not in [kind for kind, _ in result.confidence.findings]
+    np.testing.assert_array_equal(result.faces, mixed)  # the outputs keep the file's own faces
+    doc = json.loads(result.save_json(tmp_path / "half.json").read_text())
+    assert doc["faces_rewound"] == int(smaller.sum())
+    off = Segmenter(infer={"consistent_winding": False})((v, mixed), jaw="upper", name="half_reversed")
+    assert "faces_rewound" not in off.meta and (off.labels != plain.labels).mean() > 0.05
+    # the larger half reversed instead: the mesh as a whole was inside out, the same faces counted, and a mix is
+    # no evidence of a mirror image (no `reversed` finding), while a mirror image with a patch the other way is
+    larger = _reversed(f, ~smaller)
+    flipped = on((v, larger), jaw="upper", name="larger_reversed")
+    assert flipped.meta["faces_reversed"] and flipped.meta["faces_rewound"] == int(smaller.sum())
+    np.testing.assert_array_equal(flipped.labels, plain.labels)
+    assert "reversed" not in [kind for kind, _ in flipped.confidence.findings]
+    patch = np.zeros(len(f), dtype=bool)
+    patch[np.argsort(((centre - centre[0]) ** 2).sum(1))[:200]] = True  # 200 faces about face 0
+    mirrored = on((v, _reversed(f, ~patch)), jaw="upper", name="inside_out_patch")
+    assert mirrored.meta["faces_reversed"] and mirrored.meta["faces_rewound"] == 200
+    assert "reversed" in [kind for kind, _ in mirrored.confidence.findings]

@@ -42,10 +42,11 @@ The jaw comes from --jaw-file's row for the scan, else --jaw, else the file name
 label file beside it, else from the teeth: the arch numbered under both jaws' tooth widths, the likelier
 kept (the JSON's confidence.jaw holds the margin; a thin one, or a named jaw the teeth contradict, is
 flagged for review; docs/results/jaw_from_teeth). Scans in cm or
-m are detected from their size and scaled to mm with a warning (--units to say; inches only by --units in). A model's base (walls on a
-flat plate) is left out and labelled gingiva, with a warning (infer.model_base); a mesh wound inside out is
-segmented with its faces reversed, with a warning, and flagged (infer.orient_faces; a mirrored mesh is wound so
-too). Every output and then
+m are detected from their size and scaled to mm with a warning (--units to say; inches only by --units in). A
+model's base (walls on a flat plate) is left out and labelled gingiva, with a warning (infer.model_base); a mesh
+wound inside out is segmented with its faces reversed, with a warning, and flagged (infer.orient_faces; a
+mirrored mesh is wound so too); one wound part one way, part the other is first wound one way, with a warning
+(infer.consistent_winding). Every output and then
 every input is checked before the model loads, so before any work; nothing is written over an input or a file this run
 did not write (--overwrite replaces earlier results, and removes an earlier run's tooth meshes of the same
 scan; --skip-existing those of the scans it redoes), nor outside DIR; inputs

@@ -137,7 +137,7 @@ def prediction_confidence(pred: Any, jaw: str | None, faces: np.ndarray) -> tupl
     # the jaw check's finding too, as tools/predict.py reports it (a given jaw its teeth contradict)
     conf = scan_confidence(pred.probs, pred.classes, instances, jaw, pred.aligned, pred.instance_probs,
                            faces=faces, numbering=pred.numbering, jaw_call=getattr(pred, "jaw_call", None),
-                           faces_reversed=bool(getattr(pred, "faces_reversed", False)))
+                           faces_reversed=bool(getattr(pred, "reversed_finding", False)))
     return np.asarray(instances), conf
 
 

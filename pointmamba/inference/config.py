@@ -100,6 +100,14 @@ INFER_DEFAULTS: dict[str, Any] = {
     # 201k. The first cue, the signed bend, fell with density and misread the synthetic jaws, and was held off
     # (docs/results/face_winding); false: the file's winding as it is
     "orient_faces": True,
+    # before the inside-out check, the faces of each connected part of the mesh are wound one way (those against
+    # the part's larger area reversed: data/face_winding.inconsistent_faces), a warning and "faces_rewound" in the
+    # JSON where any was. On by its pre-registered rule (session 68, docs/results/face_winding, pre-registration 4):
+    # the 29 probe scans with half the arch, a 15 % ball or each face at random reversed 0.8724 as they are (before:
+    # 0.3273 / 0.7697 / 0.0760), every scan within 0.0002 and flagged as it is; 3 of the 190 meshes as they are
+    # have one face wound against its neighbours, their labels unchanged; 0.054 s at 201k where no edge disagrees,
+    # 0.230 s where some do; false: the file's winding as it is
+    "consistent_winding": True,
     # in a scan the review flags, every tooth's reported confidence is its number's posterior times this (the
     # posterior stays beside it; the flag is decided first): a whole arch counted one off has every posterior
     # high, and only the flag sees it (inference/confidence.py). 0.89 (no tooth of a flagged scan reads as

@@ -33,6 +33,8 @@ class Prediction:
     jaw_call: Any = None  # jaw_from_teeth.JawCall: what the teeth say (None where the options cannot tell)
     model_base: Any = None  # data.model_base.ModelBase: the model's base left out (infer.model_base; None: none)
     faces_reversed: bool = False  # the mesh was wound inside out and segmented with its faces reversed (infer.orient_faces)
+    faces_rewound: int = 0  # faces wound against the rest of the mesh, reversed to segment it (infer.consistent_winding)
+    reversed_finding: bool = False  # the review's ``reversed``: at least 3/4 of the mesh wound inside out
 
 
 def load_trained(checkpoint: str | Path, device: torch.device, config: dict[str, Any] | None = None,
@@ -365,11 +367,24 @@ def segment_scan(model: nn.Module, scan: Any, cfg: dict[str, Any], device: torch
     told each step as it starts (minutes each on a scan of millions of vertices). A model's base (its flat
     plate and the walls on it; ``infer.model_base``, :mod:`pointmamba.data.model_base`) is left out, its own
     vertices gingiva. A mesh wound inside out (``infer.orient_faces``, :mod:`pointmamba.data.face_winding`) is
-    segmented with its faces reversed.
+    segmented with its faces reversed, and one wound part one way, part the other (``infer.consistent_winding``)
+    with each part's faces wound as its larger area is.
     """
     options = infer_options(cfg)
-    # a mesh wound inside out (every normal into the jaw) is segmented with its faces reversed: the network reads
-    # the normals, and such a mesh had no tooth found (docs/results/face_winding)
+    # a mesh wound part one way, part the other (merged or edited): each part wound one way first, as its larger
+    # area is (docs/results/face_winding, pre-registration 4); then a mesh wound inside out (every normal into the
+    # jaw) is segmented with its faces reversed: the network reads the normals, and such a mesh had no tooth found
+    against = None
+    if options["consistent_winding"] and len(scan.faces):
+        from ..data.face_winding import inconsistent_faces
+
+        against = inconsistent_faces(scan.vertices, scan.faces)
+        if against.any():
+            faces = np.array(scan.faces, copy=True)
+            faces[against] = faces[against][:, ::-1]
+            scan = replace(scan, faces=faces)
+        else:
+            against = None
     reverse = False
     if options["orient_faces"] and len(scan.faces):
         from ..data.face_winding import inside_out
@@ -377,6 +392,7 @@ def segment_scan(model: nn.Module, scan: Any, cfg: dict[str, Any], device: torch
         reverse = inside_out(scan.vertices, scan.faces)
         if reverse:
             scan = replace(scan, faces=np.ascontiguousarray(np.asarray(scan.faces)[:, ::-1]))
+    winding = _winding_report(scan, against, reverse)
     # a model's base (its flat plate closes the scan's rim and turned the pose upside down; its walls moved the
     # pose's centre) is no scanned surface: left out, the rest is segmented, the base's own vertices are gingiva
     # (docs/results/model_base)
@@ -395,7 +411,26 @@ def segment_scan(model: nn.Module, scan: Any, cfg: dict[str, Any], device: torch
                        labels=None if scan.labels is None else scan.labels[kept],
                        instances=None if scan.instances is None else scan.instances[kept])
         pred = _left_out(_segment_scan(model, rest, cfg, device, progress), scan, kept, base.vertices)
-    pred.model_base, pred.faces_reversed = base, reverse
+    pred.model_base = base
+    pred.faces_reversed, pred.faces_rewound, pred.reversed_finding = winding
+    return pred
+
+
+def _winding_report(scan: Any, against: np.ndarray | None, reverse: bool) -> tuple[bool, int, bool]:
+    """(the mesh as a whole, by area, was wound inside out; how many faces were wound against that whole; the
+    ``reversed`` finding is due) given the faces wound back to their part's way (``against``, None: none) and the
+    whole mesh reversed after. A mesh wound half one way is no evidence of a mirror image: the finding asks that at
+    least 3/4 of the area was inside out in the file (all of it where no face was wound back)."""
+    if against is None:
+        return reverse, 0, reverse
+    from ..data.mesh import face_normals
+
+    changed = against ^ reverse  # segmented wound against the file
+    cross = face_normals(np.asarray(scan.vertices, dtype=np.float64), np.asarray(scan.faces))
+    area = np.sqrt(np.einsum("ij,ij->i", cross, cross))
+    share = float(area[changed].sum() / max(float(area.sum()), 1e-300))
+    whole = share > 0.5
+    return whole, int((changed != whole).sum()), share >= 0.75
     return pred
 
 

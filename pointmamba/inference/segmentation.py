@@ -104,7 +104,7 @@ class Segmentation:
         from ..data.teeth3ds import save_labels
 
         extra = {"confidence": self.confidence.to_json()}
-        for key in ("model_base", "faces_reversed"):  # the base left out; the faces reversed
+        for key in ("model_base", "faces_reversed", "faces_rewound"):  # the base left out; faces reversed; rewound
             if key in self.meta:
                 extra[key] = self.meta[key]
         return save_labels(self._target(path), self.labels, self.jaw, self.id_patient, self.instances, extra=extra)

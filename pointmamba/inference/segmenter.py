@@ -158,7 +158,7 @@ class Segmenter:
                                      getattr(pred, "instance_probs", None), self.rules, faces=scan.faces,
                                      numbering=pred.numbering, jaw_call=pred.jaw_call,
                                      flagged_scale=float(config["infer"]["flagged_confidence_scale"]),
-                                     faces_reversed=bool(getattr(pred, "faces_reversed", False)))
+                                     faces_reversed=bool(getattr(pred, "reversed_finding", False)))
         name = scan.meta.get("name") or scan.name
         meta = {}
         base = getattr(pred, "model_base", None)
@@ -168,10 +168,18 @@ class Segmenter:
             warnings.warn(f"{scan.path or name}: a model's base (a flat plate of {base.area_mm2:.0f} mm^2 and the walls on "
                           f"it, {meta['model_base']['faces']} faces) was left out of the segmentation, its vertices gingiva "
                           "(infer.model_base)", stacklevel=2)
+        rewound = int(getattr(pred, "faces_rewound", 0))
         if getattr(pred, "faces_reversed", False):
             meta["faces_reversed"] = True
-            warnings.warn(f"{scan.path or name}: the mesh's faces are wound inside out (their normals point into the "
-                          "jaw); it was segmented with every face reversed (infer.orient_faces)", stacklevel=2)
+            if not rewound:
+                warnings.warn(f"{scan.path or name}: the mesh's faces are wound inside out (their normals point into "
+                              "the jaw); it was segmented with every face reversed (infer.orient_faces)", stacklevel=2)
+        if rewound:
+            meta["faces_rewound"] = rewound
+            inside = " (most of the mesh's area inside out)" if meta.get("faces_reversed") else ""
+            warnings.warn(f"{scan.path or name}: {rewound} of the mesh's {len(scan.faces)} faces were wound against the "
+                          f"rest{inside}; it was segmented with every face wound out of the jaw "
+                          "(infer.consistent_winding)", stacklevel=2)
         return Segmentation(name=name, id_patient=str(scan.id_patient or name), jaw=jaw,
                             vertices=scan.vertices, faces=scan.faces, aligned=pred.aligned, labels=pred.fdi,
                             classes=pred.classes, instances=np.asarray(instances), probabilities=pred.probs,

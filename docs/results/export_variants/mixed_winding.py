@@ -1,9 +1,11 @@
 """A mesh wound inconsistently: part of its faces one way, the rest the other (a mesh merged from parts, or edited).
 The 29 probe scans of ../model_base as they are and with the faces of one region reversed: the half of the scan on
-one side of the plane through its centroid across its longest axis (one side of the arch), and a ball of 15 % of
-the faces about a vertex drawn at random. Per-scan mIoU, the shipped pair, default inference.
+one side of the plane through its centroid across its longest axis (one side of the arch), a ball of 15 % of
+the faces about a vertex drawn at random, and each face at random (p = 0.5, a triangle soup's winding). Per-scan
+mIoU, the shipped pair, default inference, or with ``infer.consistent_winding`` on (``on``).
 
-    python docs/results/export_variants/mixed_winding.py > docs/results/export_variants/mixed_winding.txt
+    python docs/results/export_variants/mixed_winding.py > docs/results/export_variants/mixed_winding_before.txt
+    python docs/results/export_variants/mixed_winding.py on > docs/results/face_winding/consistent_winding.txt
 """
 import sys
 import warnings
@@ -33,11 +35,16 @@ def ball(v: np.ndarray, f: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     return d <= np.quantile(d, 0.15)
 
 
-REGIONS = {"half": half, "ball": ball}
+def soup(v: np.ndarray, f: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Each face with probability 1/2."""
+    return rng.random(len(f)) < 0.5
 
 
-def main() -> None:
-    segmenter = Segmenter()
+REGIONS = {"half": half, "ball": ball, "soup": soup}
+
+
+def main(on: bool) -> None:
+    segmenter = Segmenter(infer={"consistent_winding": True}) if on else Segmenter()
     rng = np.random.default_rng(0)
     totals = {k: [] for k in ["as is", *REGIONS]}
     for path, v, f, labels, jaw in probe_meshes():
@@ -52,10 +59,12 @@ def main() -> None:
                 result = segmenter((v, faces), jaw=jaw, name=path.stem, units="mm")
             score = ConfusionMatrix(17).update(fdi_to_class(result.labels, jaw, 17), fdi_to_class(labels, jaw, 17)).miou()
             totals[name].append(score)
-            row.append(f"{name} {score:.4f}{' flagged' if result.confidence.review else ''}")
+            rewound = result.meta.get("faces_rewound", 0)
+            row.append(f"{name} {score:.4f}{' flagged' if result.confidence.review else ''}"
+                       + (f" ({rewound} rewound)" if rewound else ""))
         print(path.stem, " | ".join(row), flush=True)
     print("mean: " + ", ".join(f"{k} {np.mean(s):.4f} (min {np.min(s):.4f})" for k, s in totals.items()))
 
 
 if __name__ == "__main__":
-    main() if len(sys.argv) == 1 else None
+    main(sys.argv[1:] == ["on"])

@@ -431,7 +431,6 @@ def _winding_report(scan: Any, against: np.ndarray | None, reverse: bool) -> tup
     share = float(area[changed].sum() / max(float(area.sum()), 1e-300))
     whole = share > 0.5
     return whole, int((changed != whole).sum()), share >= 0.75
-    return pred
 
 
 def _segment_scan(model: nn.Module, scan: Any, cfg: dict[str, Any], device: torch.device,

@@ -30,8 +30,9 @@ Per scan: the lowest tooth confidence, and ``review`` with one reason per findin
   several large parts (:mod:`.review_checks`); a tooth added back where one was dropped (``mended``,
   :mod:`.dropped_teeth`), two pieces of one tooth merged (``merged``, :mod:`.cut_teeth`);
 * a jaw told from the teeth by a thin margin, or a named jaw the teeth contradict (:mod:`.jaw_from_teeth`);
-* a mesh wound inside out and segmented with its faces reversed (``reversed``, ``infer.orient_faces``): a mirror
-  image of a jaw is wound so too, and comes out with each side's teeth numbered as the other side's.
+* a mesh wound inside out and segmented with its faces reversed (``reversed``, ``infer.orient_faces``; at least
+  3/4 of its area inside out where ``infer.consistent_winding`` wound part of it back): a mirror image of a jaw is
+  wound so too, and comes out with each side's teeth numbered as the other side's.
 
 A side read under a given dentition is not flagged for what that dentition explains (a molar-sized "5"
 under ``mixed``, a skipped 4 under ``permanent``).

@@ -152,6 +152,8 @@ def test_odd_meshes_are_wound_without_error() -> None:
     square = np.array([[0, 0, 0], [1, 0, 0], [1, 1, 0], [0, 1, 0], [0.5, 0.5, 1.0]], dtype=float)
     fin = np.array([[0, 1, 2], [0, 2, 3], [2, 0, 4], [1, 1, 3]])  # 0-2 carries three faces; the last is degenerate
     assert inconsistent_faces(square, fin).shape == (4,)
+    twice_degenerate = np.array([[0, 1, 2], [1, 1, 3], [1, 1, 3]])  # a collapsed edge run twice is no disagreement
+    assert _disagreeing_edges(twice_degenerate, len(square)) == 0
     assert not inconsistent_faces(square, np.zeros((0, 3), dtype=np.int64)).any()
     n = 12  # a Moebius strip: two rows of vertices, the ends joined with a half twist
     t = np.linspace(0, 2 * np.pi, n, endpoint=False)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .mesh import face_normals, rim_edges
+from .mesh import edge_tally, face_normals, rim_edges
 
 NO_EVIDENCE = 0.02
 """An enclosed volume within this of 0 reverses nothing: the mesh gives no evidence of its winding either way."""
@@ -76,19 +76,10 @@ def _shared_edges(faces: np.ndarray, num_vertices: int) -> tuple[np.ndarray, np.
 
 
 def _disagreeing_edges(faces: np.ndarray, num_vertices: int) -> int:
-    """How many edges two faces share running them the same way (a sparse tally of the half-edges: no sort)."""
-    from scipy.sparse import csr_matrix
-
-    f = np.asarray(faces, dtype=np.int64)
-    a, b = f.reshape(-1), f[:, [1, 2, 0]].reshape(-1)
-    keep = a != b
-    a, b = a[keep], b[keep]
-    # each half-edge adds 1 to its edge's count and 2^16 where it runs from the smaller index to the larger
-    tally = csr_matrix(((1 + (a < b) * 65536).astype(np.int64), (np.minimum(a, b), np.maximum(a, b))),
-                       shape=(num_vertices, num_vertices))
-    tally.sum_duplicates()
-    count, forward = tally.data & 0xFFFF, tally.data >> 16
-    return int(((count == 2) & (forward != 1)).sum())
+    """How many edges two faces share running them the same way (:func:`~.mesh.edge_tally`: no sort); a degenerate
+    face's collapsed edge is none."""
+    rows, cols, count, forward = edge_tally(faces, num_vertices)
+    return int(((count == 2) & (forward != 1) & (rows != cols)).sum())
 
 
 def inconsistent_faces(vertices: np.ndarray, faces: np.ndarray) -> np.ndarray:

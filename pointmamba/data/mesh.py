@@ -97,18 +97,28 @@ def mesh_edges(faces: np.ndarray, num_vertices: int | None = None) -> np.ndarray
     return np.stack([rows, adjacency.indices.astype(np.int64)], 1)
 
 
-def rim_edges(faces: np.ndarray, num_vertices: int) -> np.ndarray:
-    """(E, 2) the mesh's edges that belong to exactly one face (its open rim), smaller index first."""
+def edge_tally(faces: np.ndarray, num_vertices: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Each undirected edge of the faces as (smaller index, larger index) in two arrays (E,), with how many faces run
+    it (E,) and how many of those run it from the smaller index to the larger (E,): a sparse counting sort of the
+    half-edges, no sort. A degenerate face's collapsed edge (both ends one vertex) is tallied as any other."""
     from scipy.sparse import csr_matrix
 
     f = np.asarray(faces, dtype=np.int64)
     a, b = f.T.reshape(-1), f[:, [1, 2, 0]].T.reshape(-1)
-    count = csr_matrix((np.ones(len(a), dtype=np.int32), (np.minimum(a, b), np.maximum(a, b))),
+    # each half-edge adds 1 to its edge's count and 2^16 where it runs from the smaller index to the larger (int32:
+    # exact while an edge has fewer than 2^15 faces)
+    tally = csr_matrix((1 + (a < b).astype(np.int32) * 65536, (np.minimum(a, b), np.maximum(a, b))),
                        shape=(num_vertices, num_vertices))
-    count.sum_duplicates()  # faces per undirected edge, a counting sort by row
-    rows = np.repeat(np.arange(num_vertices, dtype=np.int64), np.diff(count.indptr))
-    once = count.data == 1
-    return np.stack([rows[once], count.indices[once].astype(np.int64)], 1)
+    tally.sum_duplicates()
+    rows = np.repeat(np.arange(num_vertices, dtype=np.int64), np.diff(tally.indptr))
+    return rows, tally.indices, tally.data & 0xFFFF, tally.data >> 16
+
+
+def rim_edges(faces: np.ndarray, num_vertices: int) -> np.ndarray:
+    """(E, 2) the mesh's edges that belong to exactly one face (its open rim), smaller index first."""
+    rows, cols, count, _ = edge_tally(faces, num_vertices)
+    once = count == 1
+    return np.stack([rows[once], cols[once].astype(np.int64)], 1)
 
 
 def subdivide(vertices: np.ndarray, faces: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

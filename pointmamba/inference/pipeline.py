@@ -383,8 +383,6 @@ def segment_scan(model: nn.Module, scan: Any, cfg: dict[str, Any], device: torch
             faces = np.array(scan.faces, copy=True)
             faces[against] = faces[against][:, ::-1]
             scan = replace(scan, faces=faces)
-        else:
-            against = None
     reverse = False
     if options["orient_faces"] and len(scan.faces):
         from ..data.face_winding import inside_out
@@ -418,10 +416,10 @@ def segment_scan(model: nn.Module, scan: Any, cfg: dict[str, Any], device: torch
 
 def _winding_report(scan: Any, against: np.ndarray | None, reverse: bool) -> tuple[bool, int, bool]:
     """(the mesh as a whole, by area, was wound inside out; how many faces were wound against that whole; the
-    ``reversed`` finding is due) given the faces wound back to their part's way (``against``, None: none) and the
-    whole mesh reversed after. A mesh wound half one way is no evidence of a mirror image: the finding asks that at
-    least 3/4 of the area was inside out in the file (all of it where no face was wound back)."""
-    if against is None:
+    ``reversed`` finding is due) given the faces wound back to their part's way (``against``; None: not looked for)
+    and the whole mesh reversed after. A mesh wound half one way is no evidence of a mirror image: the finding asks
+    that at least 3/4 of the area was inside out in the file (all of it where no face was wound back)."""
+    if against is None or not against.any():
         return reverse, 0, reverse
     from ..data.mesh import face_normals
 

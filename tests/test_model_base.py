@@ -13,7 +13,7 @@ import pytest
 from pointmamba.data.model_base import find_model_base
 from pointmamba.data.pose import canonical_pose
 from pointmamba.data.mesh import read_obj, subdivide
-from pointmamba.research.model_base_check import with_model_base
+from pointmamba.research.model_base_check import probe_miou, with_model_base
 
 SAMPLES = Path(__file__).resolve().parents[1] / "data" / "samples"
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -102,17 +102,13 @@ def test_a_base_that_turned_the_pose_upside_down_is_segmented_again(segmenters, 
     """MSN022_lower on a base: with the plate its pose had turned over and no tooth was found (the probe of
     docs/results/model_base); without the base, the teeth as on the scan itself. Since the pose reads a closed
     mesh's crown side from its flat side (docs/results/hole_fill), the based mesh kept whole is upright too."""
-    from pointmamba.data import fdi_to_class
-    from pointmamba.evaluation.metrics import ConfusionMatrix
-
     path = scans_dir / "MSN022" / "MSN022_lower.obj"
     v, f = read_obj(path)[:2]
     labels = np.asarray(json.loads(path.with_suffix(".json").read_text())["labels"])
     based, faces, _ = with_model_base(v.astype(np.float64), f, labels)
 
     def miou(result) -> float:
-        return ConfusionMatrix(17).update(fdi_to_class(result.labels[:len(v)], "lower", 17),
-                                          fdi_to_class(labels, "lower", 17)).miou()
+        return probe_miou(result.labels[:len(v)], labels, "lower")
 
     plain = miou(segmenters[True]((v, f), jaw="lower", name="MSN022_lower"))
     with warnings.catch_warnings():

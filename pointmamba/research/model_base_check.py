@@ -163,7 +163,9 @@ def probe_setup(args: argparse.Namespace, switch: str) -> tuple[list[Path], dict
     return scans, {on: Segmenter(args.checkpoint, infer={switch: on}) for on in (False, True)}
 
 
-def _miou(labels: np.ndarray, reference: np.ndarray, jaw: str) -> float:
+def probe_miou(labels: np.ndarray, reference: np.ndarray, jaw: str) -> float:
+    """A probe's per-scan mIoU: FDI ``labels`` against FDI ``reference`` (the same vertices) over the 17 classes of
+    ``jaw``, as tools/test.py scores a scan."""
     from ..data import fdi_to_class
     from ..evaluation.metrics import ConfusionMatrix
 
@@ -194,7 +196,7 @@ def main(argv: list[str] | None = None) -> None:
             with warnings.catch_warnings(record=True) as seen:
                 warnings.simplefilter("always")
                 result = segmenters[on]((vv, ff), jaw=jaw, name=path.stem, units="mm")
-            row[name] = round(_miou(result.labels[:len(v)], reference, jaw), 4)
+            row[name] = round(probe_miou(result.labels[:len(v)], reference, jaw), 4)
             if name == "base_on":
                 row["plate_found"] = "model_base" in result.meta
                 row["warned"] = any("model's base" in str(w.message) for w in seen)

@@ -16,10 +16,8 @@ tune_cpu_runtime()
 from pointmamba.data.mesh import apply_transform, mesh_edges, read_obj
 from pointmamba.data.teeth3ds import read_labels
 from pointmamba.data.pose import canonical_pose
-from pointmamba.data import fdi_to_class
-from pointmamba.evaluation.metrics import ConfusionMatrix
 from pointmamba.inference.segmenter import Segmenter
-from pointmamba.research.model_base_check import DEFAULT_PATIENTS, SHARED
+from pointmamba.research.model_base_check import DEFAULT_PATIENTS, SHARED, probe_miou
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import breadth_first_order
 
@@ -49,7 +47,7 @@ def main() -> None:
     scans = [p for folder in DEFAULT_PATIENTS for p in sorted((SHARED / folder).glob("*.obj"))]
     rows = []
     def miou(res, n, lab, jaw):
-        return ConfusionMatrix(17).update(fdi_to_class(res.labels[:n], jaw, 17), fdi_to_class(lab, jaw, 17)).miou()
+        return probe_miou(res.labels[:n], lab, jaw)
     for p in scans:
         v, f = read_obj(p)[:2]; v = v.astype(float)
         lab = read_labels(p.with_suffix(".json"), len(v)).labels

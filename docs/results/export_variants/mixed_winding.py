@@ -15,10 +15,8 @@ import numpy as np
 from pointmamba.utils.cpu_runtime import tune_cpu_runtime
 
 tune_cpu_runtime()
-from pointmamba.data import fdi_to_class  # noqa: E402
-from pointmamba.evaluation.metrics import ConfusionMatrix  # noqa: E402
 from pointmamba.inference.segmenter import Segmenter  # noqa: E402
-from pointmamba.research.model_base_check import probe_meshes  # noqa: E402
+from pointmamba.research.model_base_check import probe_meshes, probe_miou  # noqa: E402
 
 
 def half(v: np.ndarray, f: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -57,7 +55,7 @@ def main(on: bool) -> None:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 result = segmenter((v, faces), jaw=jaw, name=path.stem, units="mm")
-            score = ConfusionMatrix(17).update(fdi_to_class(result.labels, jaw, 17), fdi_to_class(labels, jaw, 17)).miou()
+            score = probe_miou(result.labels, labels, jaw)
             totals[name].append(score)
             rewound = result.meta.get("faces_rewound", 0)
             row.append(f"{name} {score:.4f}{' flagged' if result.confidence.review else ''}"

@@ -17,22 +17,20 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from debris import debris  # noqa: E402
 
-from pointmamba.data import fdi_to_class  # noqa: E402
 from pointmamba.data.dataset import preprocess_scan  # noqa: E402
 from pointmamba.data.integrity import part_sizes  # noqa: E402
 from pointmamba.data.mesh import read_obj  # noqa: E402
 from pointmamba.data.pose import large_parts  # noqa: E402
 from pointmamba.data.scan import load_scan  # noqa: E402
 from pointmamba.data.teeth3ds import read_labels  # noqa: E402
-from pointmamba.evaluation.metrics import ConfusionMatrix  # noqa: E402
 from pointmamba.inference.segmenter import Segmenter  # noqa: E402
-from pointmamba.research.model_base_check import SHARED, best_seconds, dense_scan, probe_meshes  # noqa: E402
+from pointmamba.research.model_base_check import SHARED, best_seconds, dense_scan, probe_meshes, probe_miou  # noqa: E402
 
 segmenters = {on: Segmenter(infer={"pose_parts": on}) for on in (False, True)}
 
 
 def miou(result, n: int, labels: np.ndarray, jaw: str) -> float:
-    return ConfusionMatrix(17).update(fdi_to_class(result.labels[:n], jaw, 17), fdi_to_class(labels, jaw, 17)).miou()
+    return probe_miou(result.labels[:n], labels, jaw)
 
 
 def segment(on: bool, v: np.ndarray, f: np.ndarray, jaw: str, name: str):

@@ -16,11 +16,9 @@ from scipy.spatial import cKDTree
 from pointmamba.utils.cpu_runtime import tune_cpu_runtime
 
 tune_cpu_runtime()
-from pointmamba.data import fdi_to_class  # noqa: E402
 from pointmamba.data.mesh import read_stl, write_stl  # noqa: E402
-from pointmamba.evaluation.metrics import ConfusionMatrix  # noqa: E402
 from pointmamba.inference.segmenter import Segmenter  # noqa: E402
-from pointmamba.research.model_base_check import probe_meshes  # noqa: E402
+from pointmamba.research.model_base_check import probe_meshes, probe_miou  # noqa: E402
 
 segmenter = Segmenter()
 rows = []
@@ -34,8 +32,7 @@ with tempfile.TemporaryDirectory() as folder:
             warnings.simplefilter("ignore")
             for mesh, ref in (((v, f), labels), ((sv, sf), labels[original])):
                 result = segmenter(mesh, jaw=jaw, name=path.stem, units="mm")
-                scores.append(ConfusionMatrix(17).update(fdi_to_class(result.labels, jaw, 17),
-                                                         fdi_to_class(ref, jaw, 17)).miou())
+                scores.append(probe_miou(result.labels, ref, jaw))
         rows.append((path.stem, *scores, len(sv) == len(v), float(distance.max())))
         print(f"{path.stem}: as it is {scores[0]:.4f}, through STL {scores[1]:.4f} ({scores[1] - scores[0]:+.4f}); "
               f"vertices {len(sv)} of {len(v)}, farthest from its original {distance.max():.1e} mm", flush=True)

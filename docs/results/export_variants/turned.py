@@ -12,11 +12,9 @@ import numpy as np
 from pointmamba.utils.cpu_runtime import tune_cpu_runtime
 
 tune_cpu_runtime()
-from pointmamba.data import fdi_to_class  # noqa: E402
 from pointmamba.data.augment import rotation_about  # noqa: E402
-from pointmamba.evaluation.metrics import ConfusionMatrix  # noqa: E402
 from pointmamba.inference.segmenter import Segmenter  # noqa: E402
-from pointmamba.research.model_base_check import probe_meshes  # noqa: E402
+from pointmamba.research.model_base_check import probe_meshes, probe_miou  # noqa: E402
 
 rng = np.random.default_rng(0)
 MOTIONS = []
@@ -36,7 +34,7 @@ for path, v, f, labels, jaw in probe_meshes():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             result = segmenter((moved, f), jaw=jaw, name=path.stem, units="mm")
-        scores.append(ConfusionMatrix(17).update(fdi_to_class(result.labels, jaw, 17), fdi_to_class(labels, jaw, 17)).miou())
+        scores.append(probe_miou(result.labels, labels, jaw))
         teeth.append(result.teeth)
     rows.append((path.stem, scores, sum(t != teeth[0] for t in teeth[1:])))
     print(f"{path.stem}: as is {scores[0]:.4f}, turned " + ", ".join(f"{s:.4f}" for s in scores[1:])

@@ -12,11 +12,9 @@ import numpy as np
 from pointmamba.utils.cpu_runtime import tune_cpu_runtime
 
 tune_cpu_runtime()
-from pointmamba.data import fdi_to_class  # noqa: E402
 from pointmamba.data.pose import canonical_pose  # noqa: E402
-from pointmamba.evaluation.metrics import ConfusionMatrix  # noqa: E402
 from pointmamba.inference.segmenter import Segmenter  # noqa: E402
-from pointmamba.research.model_base_check import probe_meshes  # noqa: E402
+from pointmamba.research.model_base_check import probe_meshes, probe_miou  # noqa: E402
 
 segmenter = Segmenter()
 rows = []
@@ -29,8 +27,7 @@ for path, v, f, labels, jaw in probe_meshes():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             result = segmenter((v[order], rank[f]), jaw=jaw, name=path.stem)
-        scores.append(ConfusionMatrix(17).update(fdi_to_class(result.labels, jaw, 17),
-                                                 fdi_to_class(labels[order], jaw, 17)).miou())
+        scores.append(probe_miou(result.labels, labels[order], jaw))
         if seed == 0:
             first_labels, first_pose = result.labels, canonical_pose(v, f)
         else:

@@ -11,7 +11,7 @@ import numpy as np
 
 from pointmamba.data.face_winding import _disagreeing_edges, inconsistent_faces
 from pointmamba.data.mesh import read_obj
-from pointmamba.research.model_base_check import SHARED, best_seconds, dense_scan
+from pointmamba.research.model_base_check import SHARED, best_seconds, dense_scan, probe_miou
 
 ROOT = Path(__file__).resolve().parents[3]
 meshes = sorted(SHARED.glob("*/*/*.obj")) + sorted((ROOT / "data" / "samples").glob("*/*.obj"))
@@ -37,9 +37,7 @@ print(f"# rule 4: 201k bench scan, {_disagreeing_edges(f, len(v))} disagreeing e
 import warnings  # noqa: E402
 
 from pointmamba import Segmenter  # noqa: E402
-from pointmamba.data import fdi_to_class  # noqa: E402
 from pointmamba.data.teeth3ds import read_labels  # noqa: E402
-from pointmamba.evaluation.metrics import ConfusionMatrix  # noqa: E402
 
 segmenters = {on: Segmenter(infer={"consistent_winding": on}) for on in (False, True)}
 for path in [p for p in meshes if p.stem in affected]:
@@ -49,7 +47,6 @@ for path in [p for p in meshes if p.stem in affected]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         results = {on: s((v, f), jaw=jaw, name=path.stem, units="mm") for on, s in segmenters.items()}
-    scores = {on: ConfusionMatrix(17).update(fdi_to_class(r.labels, jaw, 17), fdi_to_class(labels, jaw, 17)).miou()
-              for on, r in results.items()}
+    scores = {on: probe_miou(r.labels, labels, jaw) for on, r in results.items()}
     print(f"{path.stem}: off {scores[False]:.4f}, on {scores[True]:.4f}; vertices labelled differently "
           f"{int((results[False].labels != results[True].labels).sum())} of {len(v)}")

@@ -18,7 +18,7 @@ import numpy as np
 
 from pointmamba.data.mesh import face_normals, read_obj
 from pointmamba.data.pose import canonical_pose
-from pointmamba.research.model_base_check import DEFAULT_PATIENTS, SHARED, best_seconds, dense_scan, with_fan
+from pointmamba.research.model_base_check import DEFAULT_PATIENTS, SHARED, best_seconds, dense_scan, probe_miou, with_fan
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -51,9 +51,7 @@ times = {name: best_seconds(lambda: pose(v, f)) for name, pose in (("ad519d7", o
 print(f"# rule 3: the pose of the 201k-vertex scan, best of 3: ad519d7 {times['ad519d7']:.3f} s, now {times['now']:.3f} s")
 if "--poses-only" in sys.argv:
     raise SystemExit
-from pointmamba.data import fdi_to_class  # noqa: E402
 from pointmamba.data.teeth3ds import read_labels  # noqa: E402
-from pointmamba.evaluation.metrics import ConfusionMatrix  # noqa: E402
 from pointmamba.inference.segmenter import Segmenter  # noqa: E402
 
 segmenter = Segmenter()
@@ -68,8 +66,7 @@ for path in scans:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             result = segmenter((vv, ff), jaw=jaw, name=path.stem, units="mm")
-        row[name] = ConfusionMatrix(17).update(fdi_to_class(result.labels[:len(v)], jaw, 17),
-                                               fdi_to_class(reference, jaw, 17)).miou()
+        row[name] = probe_miou(result.labels[:len(v)], reference, jaw)
     rows.append(row)
     print(f"{path.stem} as is {row['as_is']:.4f} filled {row['filled']:.4f}", flush=True)
 mean = {k: float(np.mean([r[k] for r in rows])) for k in ("as_is", "filled")}

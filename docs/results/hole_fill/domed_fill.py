@@ -13,9 +13,7 @@ from pointmamba.utils.cpu_runtime import tune_cpu_runtime
 
 tune_cpu_runtime()
 from pointmamba import Segmenter  # noqa: E402
-from pointmamba.data import fdi_to_class  # noqa: E402
-from pointmamba.evaluation.metrics import ConfusionMatrix  # noqa: E402
-from pointmamba.research.model_base_check import boundary_loop, probe_meshes, with_fan  # noqa: E402
+from pointmamba.research.model_base_check import boundary_loop, probe_meshes, probe_miou, with_fan  # noqa: E402
 
 HEIGHT_MM = 5.0
 
@@ -43,8 +41,7 @@ for path, v, f, labels, jaw in probe_meshes():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             result = segmenter((vv, ff), jaw=jaw, name=path.stem, units="mm")
-        score = ConfusionMatrix(17).update(fdi_to_class(result.labels[:len(v)], jaw, 17),
-                                           fdi_to_class(labels, jaw, 17)).miou()
+        score = probe_miou(result.labels[:len(v)], labels, jaw)
         scores[name].append(score)
         row.append(f"{name} {score:.4f}{' flagged' if result.review else ''}")
     print(path.stem, " | ".join(row), flush=True)

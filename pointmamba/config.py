@@ -149,10 +149,6 @@ RETIRED: dict[str, str] = {
                               "failed its rule held out (the pattern arches with the dentition given +0.030 on "
                               "split A, +0.05 asked, and -0.094 on split B); its code is at commits f31f9d6 and "
                               "baa561d (docs/results/review_flag)",
-    "infer.mend_unnumbered": "retired at once: 4.65 (session 64) and 1000, no bound (session 68), each failed its "
-                             "rule held out (split B's removal check 2.1 -> 7.4 %: third molars numbered in the "
-                             "whole scan and not in its removals, or the other way, as the cut makes them a piece or "
-                             "not); its code is at commit df8be66 (docs/results/review_flag)",
 }
 # the stored values under which a retired key did nothing that the code left does not do (a checkpoint
 # holding one of them loads silently; any other value is dropped with a warning)

@@ -95,3 +95,100 @@ def test_the_simulation_study_drops_each_premolar_between_teeth_and_each_sides_l
         ("44", "between"), ("45", "between"), ("47", "end"), ("34", "between"), ("35", "between"), ("37", "end")]
     assert all(r["fired"] == "True" and r["restored"] == "True" for r in rows), rows
     assert "| all | 6 | 6 (100%) | 6 (100%) | 0 |" in out
+
+
+def _molar_read_as_the_missing_one(name: str, gone: int, behind: int):
+    """A real arch with first molar ``gone`` missing (its space open, gingiva to the network) and the molar
+    ``behind`` it read by the network mostly as the missing one (it counts): the cut holds the molar, and the
+    numbering alone calls it gingiva."""
+    scan, aligned, labels, probs = sample_arch(name)
+    space, molar = labels == gone, labels == behind
+    probs[space] = 0.1 / 16
+    probs[space, 0] = 0.9
+    probs[molar] = 0.05 / 14  # mostly the missing tooth, some of its own number (IOS008_lower without 37: 0.59, 0.26)
+    probs[molar, fdi_to_class(np.array([gone]), scan.jaw, 17)[0]] = 0.55
+    probs[molar, fdi_to_class(np.array([behind]), scan.jaw, 17)[0]], probs[molar, 0] = 0.2, 0.2
+    return scan, aligned, np.where(space, 0, np.where(molar, gone, labels)), probs, molar
+
+
+def _number_unnumbered(scan, aligned, cut_fdi, probs, nats: float, width: float = 0.0):
+    """The pipeline's numbering of a cut (its default priors and options), ``infer.mend_unnumbered`` ``nats``
+    and ``infer.mend_unnumbered_width`` ``width``."""
+    from pointmamba.inference.config import infer_options
+    from pointmamba.inference.pipeline import _number
+
+    options = infer_options({"infer": {"mend_unnumbered": nats, "mend_unnumbered_width": width}})
+    out, numbering = _number(fdi_to_class(cut_fdi, scan.jaw, 17), probs, aligned, scan.faces, scan.jaw, 17, options)
+    return class_to_fdi(out, scan.jaw, 17), numbering, out
+
+
+@pytest.mark.parametrize("name, gone, behind", [("MSN021_lower", 36, 37), ("MSN021_lower", 46, 47),
+                                                ("MSN022_upper", 26, 27), ("MSN022_upper", 16, 17)])
+def test_a_cut_molar_the_numbering_left_as_gingiva_is_numbered_and_nothing_else_moves(name, gone, behind) -> None:
+    scan, aligned, cut, probs, molar = _molar_read_as_the_missing_one(name, gone, behind)
+    before, _, _ = _number_unnumbered(scan, aligned, cut, probs, 0.0)
+    assert (before[molar] == 0).all()  # the failure: the molar lost
+    after, numbering, classes = _number_unnumbered(scan, aligned, cut, probs, 4.65)
+    assert (after[molar] == behind).mean() > 0.95, np.unique(after[molar], return_counts=True)
+    assert np.array_equal(after[~molar], before[~molar])  # every other vertex as it was numbered
+    instances, instance_probs = numbered_instances(numbering, classes, 17, scan.jaw)
+    conf = scan_confidence(probs, classes, instances, scan.jaw, aligned, instance_probs, faces=scan.faces,
+                           numbering=numbering)
+    found = dict(conf.findings)
+    assert f"tooth {behind} " in found.get("mended", ""), found
+    assert "unnumbered" not in found, found
+    tooth = next(t for t in conf.teeth if t.fdi == behind)
+    # its posterior row is the unforced numbering's, which called it gingiva: not the forced certainty
+    assert instance_probs[tooth.instance][0] > 0.5, instance_probs[tooth.instance]
+    # too dear a bound leaves it as it was
+    same, numbering, _ = _number_unnumbered(scan, aligned, cut, probs, 0.01)
+    assert np.array_equal(same, before) and numbering.mended == []
+
+
+def test_a_piece_with_no_number_free_beside_it_stays_gingiva() -> None:
+    # the outer half of a premolar cut off as a piece of its own, read as the molar behind: 34 and 35 sit on
+    # either side of it, so no number is free for it without another tooth moving
+    scan, aligned, labels, probs = sample_arch("MSN021_lower")
+    from pointmamba.data.arch import labelled_teeth
+
+    teeth, frame = labelled_teeth(aligned, labels)
+    me = teeth[35]
+    _, radius = frame.polar(aligned[me.vertices, :2])
+    outer = me.vertices[radius > np.median(radius)]
+    cut = labels.copy()
+    cut[outer] = 36
+    probs[outer] = 0.1 / 15
+    probs[outer, fdi_to_class(np.array([46]), scan.jaw, 17)[0]], probs[outer, 0] = 0.6, 0.3
+    off, _, _ = _number_unnumbered(scan, aligned, cut, probs, 0.0)
+    on, numbering, _ = _number_unnumbered(scan, aligned, cut, probs, 1000.0)
+    assert np.array_equal(on, off) and numbering.mended == []
+
+
+@pytest.mark.parametrize("name, gone, behind", [("MSN021_lower", 46, 47), ("MSN022_upper", 26, 27)])
+def test_the_width_floor_numbers_a_whole_molar_and_leaves_a_fragment_of_one(name, gone, behind) -> None:
+    # infer.mend_unnumbered_width 2/3: the molar, as wide as a molar, is numbered as without the floor; its
+    # distal part alone (about 4.2 mm along the arch, under 2/3 of every molar's typical width, 4.5-6.7 mm) is
+    # numbered without the floor and left as gingiva with it
+    from pointmamba.data.arch import labelled_teeth
+
+    scan, aligned, cut, probs, molar = _molar_read_as_the_missing_one(name, gone, behind)
+    whole, _, _ = _number_unnumbered(scan, aligned, cut, probs, 1000.0, 2 / 3)
+    assert (whole[molar] == behind).mean() > 0.95, np.unique(whole[molar], return_counts=True)
+    labels = sample_arch(name)[2]
+    space = labels == gone
+    xy = aligned[:, :2]
+    away = xy[molar].mean(0) - xy[space].mean(0)
+    proj = (xy - xy[molar].mean(0)) @ (away / np.linalg.norm(away))
+
+    def part(depth: float) -> tuple[np.ndarray, float]:  # the molar's vertices within depth mm of its far end
+        fragment = molar & (proj > np.percentile(proj[molar], 95) - depth)
+        return fragment, labelled_teeth(aligned, np.where(space | (molar & ~fragment), 0, labels))[0][behind].width
+
+    fragment, width = min((part(d) for d in np.arange(3.0, 5.0, 0.1)), key=lambda fw: abs(fw[1] - 4.2))
+    fragment_cut = np.where(molar & ~fragment, 0, cut)
+    assert 3.9 < width < 4.45, width  # the case meant: wide enough for the unnumbered check, under every floor
+    off, numbering, _ = _number_unnumbered(scan, aligned, fragment_cut, probs, 1000.0, 0.0)
+    assert (off[fragment] > 0).mean() > 0.95 and numbering.mended, np.unique(off[fragment], return_counts=True)
+    on, numbering, _ = _number_unnumbered(scan, aligned, fragment_cut, probs, 1000.0, 2 / 3)
+    assert (on[fragment] == 0).all() and numbering.mended == []
+    assert np.array_equal(on[~fragment], off[~fragment])  # the rest of the arch as it was

@@ -257,7 +257,7 @@ def scan_confidence(probs: np.ndarray, classes: np.ndarray, instances: np.ndarra
 
         names = ", ".join(str(fdi_of_index(a, jaw)) for a in mended)
         findings.append(("mended", f"tooth {names} had been left as gingiva where the network saw a tooth, and was "
-                                   "numbered from its evidence (infer.mend_dropped): check it"))
+                                   "numbered from its evidence (infer.mend_dropped, infer.mend_unnumbered): check it"))
     merged = list(getattr(numbering, "merged", None) or [])
     if merged:
         from ..data.arch import fdi_of_index

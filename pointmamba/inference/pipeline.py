@@ -319,6 +319,8 @@ def _number(labels: np.ndarray, probs: np.ndarray, aligned: np.ndarray, faces: n
         return number_teeth(labels, probs, aligned, faces, jaw, num_classes, priors=arch_priors, areas=areas,
                             dentition=str(options["dentition"]), pieces=pieces, measured=measured,
                             mend_dropped=bool(options["mend_dropped"]), merge_packed=bool(options["merge_packed"]),
+                            mend_unnumbered=float(options["mend_unnumbered"] or 0.0),
+                            mend_unnumbered_width=float(options["mend_unnumbered_width"] or 0.0),
                             merge_area_limit=float(options["merge_area_limit"] or 0.0))
 
     adult = numbered(priors)

@@ -366,7 +366,8 @@ def number_teeth(labels: np.ndarray, probs: np.ndarray, aligned: np.ndarray, fac
                  pieces: list[np.ndarray] | None = None,
                  measured: tuple[list[Instance], np.ndarray] | None = None,
                  mend_dropped: bool = False, merge_packed: bool = False,
-                 merge_area_limit: float = 0.0) -> tuple[np.ndarray, Numbering]:
+                 merge_area_limit: float = 0.0, mend_unnumbered: float = 0.0,
+                 mend_unnumbered_width: float = 0.0) -> tuple[np.ndarray, Numbering]:
     """Renumber the teeth of ``labels`` (per-vertex classes, e.g. after the graph cut) as whole instances
     (see module doc). Returns the new labels and the :class:`Numbering` (instances, options, posteriors).
 
@@ -380,7 +381,10 @@ def number_teeth(labels: np.ndarray, probs: np.ndarray, aligned: np.ndarray, fac
     ``numbering.mended`` names what it added). ``merge_packed``: two neighbouring teeth that the ``split`` or
     ``packed`` check reports are merged into one instance and the arch numbered again (:mod:`.cut_teeth`;
     ``numbering.merged`` names the pairs); ``merge_area_limit`` > 0: only pairs of at most that many times a
-    crown's typical area (:func:`.cut_teeth.cut_pairs`)."""
+    crown's typical area (:func:`.cut_teeth.cut_pairs`). ``mend_unnumbered`` > 0: each numbering numbers a
+    piece it left as gingiva that the ``unnumbered`` check reports, where that keeps every other piece's number
+    and costs at most that many nats (:func:`number_unnumbered`), with a number only where the piece is at least
+    ``mend_unnumbered_width`` x that number's typical width (``priors.width_mean``; 0: any width)."""
     if jaw not in ("upper", "lower"):
         raise ValueError(f"number_teeth: jaw must be 'upper' or 'lower', got {jaw!r}")
     priors = priors or default_priors(jaw)
@@ -395,8 +399,16 @@ def number_teeth(labels: np.ndarray, probs: np.ndarray, aligned: np.ndarray, fac
     def renumber(forced: dict[int, int] | None) -> Numbering:
         instances, mean_probs = measured
         single = {i for i, inst in enumerate(instances) if inst.key in whole_keys}
-        return number_instances(instances, mean_probs[:, classes], mean_probs[:, 0], priors, temperature, forced,
-                                single)
+
+        def numbered(more: dict[int, int] | None) -> Numbering:
+            return number_instances(instances, mean_probs[:, classes], mean_probs[:, 0], priors, temperature,
+                                    {**(forced or {}), **(more or {})} or None, single)
+
+        numbering = numbered(None)
+        if mend_unnumbered > 0:
+            numbering = number_unnumbered(numbering, lambda i, a: numbered({i: a}), probs, jaw, mend_unnumbered,
+                                          mend_unnumbered_width * np.asarray(priors.width_mean, dtype=float))
+        return numbering
 
     def to_labels(numbering: Numbering) -> np.ndarray:
         return numbered_labels(labels, numbering, classes, priors)
@@ -415,7 +427,7 @@ def number_teeth(labels: np.ndarray, probs: np.ndarray, aligned: np.ndarray, fac
             added = [opt for inst, opt in zip(mended.instances, mended.options)
                      if inst.key >= len(pieces) and opt is not None]
             if added:
-                mended.mended = sorted(a for opt in added for a in range(opt[0], opt[1] + 1))
+                mended.mended = sorted(set(mended.mended) | {a for opt in added for a in range(opt[0], opt[1] + 1)})
                 mended.cut_log_z = numbering.log_z
                 numbering, out = mended, to_labels(mended)
             else:  # every region called gingiva: the arch as it was
@@ -436,13 +448,54 @@ def number_teeth(labels: np.ndarray, probs: np.ndarray, aligned: np.ndarray, fac
             measured = measured_pieces(merged, aligned, probs, areas)
             numbering = renumber(None)
             numbering.merged = [(before.options[i][0], before.options[j][0]) for i, j in pairs]
-            numbering.mended, numbering.cut_log_z = before.mended, before.cut_log_z
+            numbering.mended = sorted(set(before.mended) | set(numbering.mended))
+            numbering.cut_log_z = before.cut_log_z
             out = to_labels(numbering)
     if dentition is not None:
         from .dentition import read_dentition
 
         numbering, out = read_dentition(numbering, out, renumber, to_labels, aligned, jaw, num_classes, dentition)
     return out, numbering
+
+
+def number_unnumbered(numbering: Numbering, forced: Any, probs: np.ndarray, jaw: str, bound: float,
+                      least_width: np.ndarray | None = None) -> Numbering:
+    """``numbering`` with each piece it left as gingiva that the ``unnumbered`` review check reports
+    (:func:`~.review_checks.looks_unnumbered`) numbered, one after the other along the arch, where that is
+    cheap: each number free between the numbered teeth beside it is tried (``forced(i, a)``: the arch numbered
+    with instance ``i`` held to arch index ``a``); the cheapest that keeps every other instance's option and
+    costs at most ``bound`` nats more is kept; ``least_width`` (per arch index, mm): a number is tried only where
+    the piece is at least that wide (None: any). A tooth numbered so is in ``mended``; its posterior rows stay
+    the unforced numbering's (its confidence: its number's share of the tooth mass there), and so do
+    ``log_z`` and ``cut_log_z`` (the jaw call compares those)."""
+    from .confidence import ReviewRules
+    from .review_checks import looks_unnumbered
+
+    rules = ReviewRules()
+    for i, inst in enumerate(numbering.instances):  # sorted along the arch
+        if numbering.options[i] is not None or looks_unnumbered(inst, probs, jaw, rules) is None:
+            continue
+        before = [o for o in numbering.options[:i] if o is not None]
+        after = [o for o in numbering.options[i + 1:] if o is not None]
+        lo = before[-1][1] + 1 if before else 0
+        hi = after[0][0] - 1 if after else NUM_ARCH_INDICES - 1
+        best = None
+        for a in range(lo, hi + 1):
+            if least_width is not None and inst.width < least_width[a]:
+                continue
+            trial = forced(i, a)
+            moved = any(o != p for j, (o, p) in enumerate(zip(trial.options, numbering.options)) if j != i)
+            if not moved and trial.cost - numbering.cost <= bound and (best is None or trial.cost < best.cost):
+                best = trial
+        if best is None:
+            continue
+        for rows in ("posterior", "first_posterior", "last_posterior"):
+            getattr(best, rows)[i] = getattr(numbering, rows)[i]
+        best.log_z, best.cut_log_z = numbering.log_z, numbering.cut_log_z
+        best.mended = sorted(set(numbering.mended) | {best.options[i][0]})
+        best.dentition, best.merged = numbering.dentition, numbering.merged
+        numbering = best
+    return numbering
 
 
 def cut_pieces(labels: np.ndarray, aligned: np.ndarray, faces: np.ndarray, min_vertices: int = 20,

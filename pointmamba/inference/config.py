@@ -75,13 +75,15 @@ INFER_DEFAULTS: dict[str, Any] = {
     # (docs/results/review_flag); false: the cut's teeth alone
     "mend_dropped": True,
     # a piece the cut made tooth that the numbering left as gingiva, where the review's unnumbered check reports
-    # it, is numbered where that keeps every other tooth's number and costs at most this many nats (flagged
-    # "mended"; inference/tooth_numbering.number_unnumbered). 0: off. Awaiting its pre-registered rule
-    # (candidate 3: 1000 with mend_unnumbered_width 2/3; docs/results/review_flag/log.md, session 69)
-    "mend_unnumbered": 0.0,
+    # it, is numbered where that keeps every other tooth's number and costs at most this many nats (1000: no
+    # bound in practice; flagged "mended"; inference/tooth_numbering.number_unnumbered). 0: off. On by its
+    # pre-registered rule (candidate 3, session 69): held out, split A's removal check 6.4 -> 4.0 %, split B's
+    # 2.1 % as it was, both means up, no flag lost (docs/results/review_flag/log.md)
+    "mend_unnumbered": 1000.0,
     # ... and only with a number whose typical width (the priors') the piece reaches this share of: a narrower
-    # piece is a fragment, or a tooth the scan shows in part, whose fate turns on the cut (0: any width)
-    "mend_unnumbered_width": 0.0,
+    # piece is a fragment, or a tooth the scan shows in part, whose fate turns on the cut (0: any width; without
+    # it split B's removal check rose 2.1 -> 7.4 %, candidates 1 and 2)
+    "mend_unnumbered_width": 0.6667,
     # two neighbouring teeth that the split or packed review check reports (one tooth cut between two numbers,
     # the teeth behind moved on one) are merged and the arch numbered again (inference/cut_teeth.py; flagged
     # "merged"). On by its pre-registered rule: held out it changed 4 val scans, all up (split A's mean

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .mesh import edge_tally, face_normals, rim_edges
+from .mesh import edge_tally, face_areas, face_normals, rim_edges
 
 NO_EVIDENCE = 0.02
 """An enclosed volume within this of 0 reverses nothing: the mesh gives no evidence of its winding either way."""
@@ -123,8 +123,7 @@ def inconsistent_faces(vertices: np.ndarray, faces: np.ndarray) -> np.ndarray:
         up = up[up]
     face_against = against[region]
     face_part = part[region]
-    cross_product = face_normals(np.asarray(vertices, dtype=np.float64), f)
-    area = np.sqrt(np.einsum("ij,ij->i", cross_product, cross_product))
+    area = face_areas(vertices, f)
     against_area = np.bincount(face_part, weights=area * face_against, minlength=parts)
     along_area = np.bincount(face_part, weights=area * ~face_against, minlength=parts)
     return face_against == (against_area <= along_area)[face_part]

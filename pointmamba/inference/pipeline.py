@@ -423,11 +423,10 @@ def _winding_report(scan: Any, against: np.ndarray | None, reverse: bool) -> tup
     that at least 3/4 of the area was inside out in the file (all of it where no face was wound back)."""
     if against is None or not against.any():
         return reverse, 0, reverse
-    from ..data.mesh import face_normals
+    from ..data.mesh import face_areas
 
     changed = against ^ reverse  # segmented wound against the file
-    cross = face_normals(np.asarray(scan.vertices, dtype=np.float64), np.asarray(scan.faces))
-    area = np.sqrt(np.einsum("ij,ij->i", cross, cross))
+    area = face_areas(scan.vertices, np.asarray(scan.faces))
     share = float(area[changed].sum() / max(float(area.sum()), 1e-300))
     whole = share > 0.5
     return whole, int((changed != whole).sum()), share >= 0.75

@@ -47,6 +47,7 @@ RANGES: dict[str, tuple[float | None, float | None, bool]] = {
     "infer.merge_area_limit": (0, 100, True),
     "infer.mend_unnumbered": (0, 1000, True),
     "infer.mend_unnumbered_width": (0, 2, True),
+    "infer.mend_unnumbered_area": (0, 2, True),
     "infer.numbering_evidence_weight": (0, 100, False),
     "infer.numbering_touching_nu": (0, 1e6, False),
     "infer.numbering_class_prior": (0, 4, True),

@@ -196,3 +196,69 @@ def test_the_width_floor_numbers_a_whole_molar_and_leaves_a_fragment_of_one(name
     on, numbering, _ = _number_unnumbered(scan, aligned, fragment_cut, probs, 1000.0, 2 / 3)
     assert (on[fragment] == 0).all() and numbering.mended == []
     assert np.array_equal(on[~fragment], off[~fragment])  # the rest of the arch as it was
+
+
+def _number_with(scan, aligned, cut_fdi, probs, **infer):
+    """The pipeline's numbering of a cut under today's defaults and the ``infer`` options given."""
+    from pointmamba.inference.config import infer_options
+    from pointmamba.inference.pipeline import _number
+
+    options = infer_options({"infer": infer})
+    out, numbering = _number(fdi_to_class(cut_fdi, scan.jaw, 17), probs, aligned, scan.faces, scan.jaw, 17, options)
+    return class_to_fdi(out, scan.jaw, 17), numbering
+
+
+@pytest.mark.parametrize("name, front, last", [("MSN022_upper", 26, 27), ("MSN021_lower", 36, 37)])
+def test_a_piece_touching_its_neighbour_takes_no_number_past_the_next(name, front, last) -> None:
+    # IOS035_upper (in-sample, session 70): the cut kept the mesial part of a second molar, touching the first
+    # molar, and left the rest as gingiva; the part, narrower than a second molar's floor, was numbered as the
+    # third molar, skipping the second between teeth that touch. infer.mend_unnumbered_touching leaves it no such
+    # number, and the dropped-tooth mend looks at the space behind the first molar again
+    scan, aligned, labels, probs = sample_arch(name)
+    molar, xy = labels == last, aligned[:, :2]
+    away = xy[molar].mean(0) - xy[labels == front].mean(0)
+    proj = (xy - xy[molar].mean(0)) @ (away / np.linalg.norm(away))
+    piece = molar & (proj < np.percentile(proj[molar], 5) + 5.0)  # its mesial 5 mm: about 4.9 mm wide
+    rest = molar & ~piece
+    mine, neighbour = (fdi_to_class(np.array([t]), scan.jaw, 17)[0] for t in (last, front))
+    probs[molar] = 0.05 / 14
+    probs[piece, neighbour], probs[piece, mine], probs[piece, 0] = 0.55, 0.2, 0.2  # read as the first molar
+    probs[rest, mine], probs[rest, neighbour], probs[rest, 0] = 0.55, 0.2, 0.2
+    cut = np.where(rest, 0, labels)
+    skipping, _ = _number_with(scan, aligned, cut, probs, mend_unnumbered_touching=False)
+    assert (skipping[piece] == last + 1).all() and (skipping[rest] == 0).all()  # the failure
+    touching, numbering = _number_with(scan, aligned, cut, probs, mend_unnumbered_touching=True)
+    assert not (touching == last + 1).any()
+    assert (touching[molar] == last).mean() > (skipping[molar] == last).mean() + 0.3
+    assert numbering.mended  # the dropped-tooth mend numbered the space: flagged
+    assert np.array_equal(touching[~molar], skipping[~molar])
+
+
+def test_the_area_floor_leaves_a_sliver_of_gum_and_numbers_a_whole_molar() -> None:
+    # MSN016_upper (in-sample, session 70): a strip of gum behind the last molar, a third molar's floor wide
+    # along the arch but a sixth of its crown's area, was numbered "18". infer.mend_unnumbered_area 0.2 leaves it
+    scan, aligned, labels, probs = sample_arch("MSN021_lower")
+    molar, xy = labels == 37, aligned[:, :2]
+    along = xy[molar].mean(0) - xy[labels == 36].mean(0)
+    along /= np.linalg.norm(along)
+    proj, side = (xy - xy[molar].mean(0)) @ along, (xy - xy[molar].mean(0)) @ np.array([-along[1], along[0]])
+    strip = (labels == 0) & (proj > np.percentile(proj[molar], 98)) & (proj < np.percentile(proj[molar], 98) + 10)
+    strip &= (side > 1.0) & (side < 2.0)
+    from pointmamba.data.mesh import vertex_areas
+    from pointmamba.inference.cut_teeth import CROWN_AREA_MM2
+
+    share = vertex_areas(aligned, scan.faces)[strip].sum() / CROWN_AREA_MM2["lower"][7]
+    assert 0.1 < share < 0.2, share  # the case meant: a sliver, at least 20 vertices and 4.85 mm wide
+    probs[strip] = 0.05 / 14
+    probs[strip, fdi_to_class(np.array([37]), "lower", 17)[0]], probs[strip, 0] = 0.45, 0.35
+    probs[strip, fdi_to_class(np.array([38]), "lower", 17)[0]] = 0.2
+    cut = np.where(strip, 38, labels)
+    without, _ = _number_with(scan, aligned, cut, probs, mend_unnumbered_area=0.0)
+    assert (without[strip] == 38).all()  # the failure: a third molar where the reference has gum
+    floor, numbering = _number_with(scan, aligned, cut, probs, mend_unnumbered_area=0.2)
+    assert (floor[strip] == 0).all() and numbering.mended == []
+    assert np.array_equal(floor[~strip], without[~strip])
+    # a whole molar the numbering left as gingiva is numbered with the floor as without it
+    scan, aligned, cut, probs, molar = _molar_read_as_the_missing_one("MSN021_lower", 46, 47)
+    whole, _ = _number_with(scan, aligned, cut, probs, mend_unnumbered_area=0.2)
+    assert (whole[molar] == 47).mean() > 0.95

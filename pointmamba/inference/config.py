@@ -84,6 +84,18 @@ INFER_DEFAULTS: dict[str, Any] = {
     # piece is a fragment, or a tooth the scan shows in part, whose fate turns on the cut (0: any width; without
     # it split B's removal check rose 2.1 -> 7.4 %, candidates 1 and 2)
     "mend_unnumbered_width": 0.6667,
+    # ... and only where the piece's area reaches this share of the number's median crown area
+    # (inference/cut_teeth.CROWN_AREA_MM2): a sliver of gum behind the last molar is not a crown (0: any area). On
+    # by its pre-registered rule (candidate 4, session 70): no val scan changed, a simulated drop more restored on
+    # each split, in-sample MSN016_upper's phantom "18" gone
+    "mend_unnumbered_area": 0.2,
+    # ... and a piece touching a numbered neighbour takes only the number next to the neighbour's: no space is left
+    # for a number between them (false: any free number). On by its pre-registered rule (candidate 5, session 70):
+    # split A's removal check 4.0 -> 3.6 %, in-sample IOS035_upper's half second molar no longer numbered "18"
+    "mend_unnumbered_touching": True,
+    # ... and a region the dropped-tooth mend added (the lost_end or dropped check found it from the network's
+    # evidence, whatever the cut made of it) is tried without the width floor (false: with it; candidate 6)
+    "mend_unnumbered_regions": False,
     # two neighbouring teeth that the split or packed review check reports (one tooth cut between two numbers,
     # the teeth behind moved on one) are merged and the arch numbered again (inference/cut_teeth.py; flagged
     # "merged"). On by its pre-registered rule: held out it changed 4 val scans, all up (split A's mean

@@ -6,6 +6,9 @@ own label of that tooth within 1.5 mm of it (``cut``: the cut's whole tooth, no 
 
     python docs/results/review_flag/mend_unnumbered/drops.py work_dirs/replay/A > drops_A.txt
 
+``--variant NAME:KEY=VALUE,...`` (repeatable) replaces the two variants; the first is the one the others are
+compared with (session 70's candidates: ``../sliver_touching/``).
+
 (3b's figures in ``drops_3b_*.txt`` came from its code, not kept: log.md, session 69.)
 """
 import json, sys
@@ -19,7 +22,12 @@ from pointmamba.inference.pipeline import _cut, _number
 from pointmamba.research.dropped_teeth_check import _cases
 from pointmamba.research.numbering_replay import REMOVAL_MARK
 VARIANTS = {"off": {"mend_unnumbered": 0.0}, "c3": {"mend_unnumbered": 1000.0, "mend_unnumbered_width": 0.6667}}
-for cache in sys.argv[1:]:
+caches = [a for a in sys.argv[1:] if not a.startswith("--variant")]
+given = [a.split("=", 1)[1] for a in sys.argv[1:] if a.startswith("--variant=")]
+if given:
+    VARIANTS = {v.split(":", 1)[0]: {k: json.loads(x) for k, x in (kv.split("=") for kv in v.split(":", 1)[1].split(",") if kv)}
+                for v in given}
+for cache in caches:
     extra = {"numbering_class_prior": 0.5} if cache.rstrip("/").endswith("B") else {}
     tally = {}
     for path in sorted(Path(cache).glob("*.npz")):
@@ -52,7 +60,9 @@ for cache in sys.argv[1:]:
                         t[2].append(f"{path.stem}-{tooth}")
     for (style, kind, name), (n, r, bad) in sorted(tally.items()):
         print(f"{Path(cache).name} drop by {style} {kind} {name}: {r} of {n} restored ({r / max(n, 1):.0%})")
+    first, *others = VARIANTS
     for style in ("ref", "cut"):
         for kind in ("between", "end"):
-            a, b = set(tally[(style, kind, "off")][2]), set(tally[(style, kind, "c3")][2])
-            print(f"   {style} {kind}: lost with c3 only: {sorted(b - a)}; restored with c3 only: {sorted(a - b)}")
+            for name in others:
+                a, b = set(tally[(style, kind, first)][2]), set(tally[(style, kind, name)][2])
+                print(f"   {style} {kind}: lost with {name} only: {sorted(b - a)}; restored with {name} only: {sorted(a - b)}")

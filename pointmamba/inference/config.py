@@ -93,9 +93,6 @@ INFER_DEFAULTS: dict[str, Any] = {
     # for a number between them (false: any free number). On by its pre-registered rule (candidate 5, session 70):
     # split A's removal check 4.0 -> 3.6 %, in-sample IOS035_upper's half second molar no longer numbered "18"
     "mend_unnumbered_touching": True,
-    # ... and a region the dropped-tooth mend added (the lost_end or dropped check found it from the network's
-    # evidence, whatever the cut made of it) is tried without the width floor (false: with it; candidate 6)
-    "mend_unnumbered_regions": False,
     # two neighbouring teeth that the split or packed review check reports (one tooth cut between two numbers,
     # the teeth behind moved on one) are merged and the arch numbered again (inference/cut_teeth.py; flagged
     # "merged"). On by its pre-registered rule: held out it changed 4 val scans, all up (split A's mean

@@ -323,7 +323,6 @@ def _number(labels: np.ndarray, probs: np.ndarray, aligned: np.ndarray, faces: n
                             mend_unnumbered_width=float(options["mend_unnumbered_width"] or 0.0),
                             mend_unnumbered_area=float(options["mend_unnumbered_area"] or 0.0),
                             mend_unnumbered_touching=bool(options["mend_unnumbered_touching"]),
-                            mend_unnumbered_regions=bool(options["mend_unnumbered_regions"]),
                             merge_area_limit=float(options["merge_area_limit"] or 0.0))
 
     adult = numbered(priors)

@@ -368,8 +368,7 @@ def number_teeth(labels: np.ndarray, probs: np.ndarray, aligned: np.ndarray, fac
                  mend_dropped: bool = False, merge_packed: bool = False,
                  merge_area_limit: float = 0.0, mend_unnumbered: float = 0.0,
                  mend_unnumbered_width: float = 0.0, mend_unnumbered_area: float = 0.0,
-                 mend_unnumbered_touching: bool = False,
-                 mend_unnumbered_regions: bool = False) -> tuple[np.ndarray, Numbering]:
+                 mend_unnumbered_touching: bool = False) -> tuple[np.ndarray, Numbering]:
     """Renumber the teeth of ``labels`` (per-vertex classes, e.g. after the graph cut) as whole instances
     (see module doc). Returns the new labels and the :class:`Numbering` (instances, options, posteriors).
 
@@ -388,9 +387,7 @@ def number_teeth(labels: np.ndarray, probs: np.ndarray, aligned: np.ndarray, fac
     and costs at most that many nats (:func:`number_unnumbered`), with a number only where the piece is at least
     ``mend_unnumbered_width`` x that number's typical width (``priors.width_mean``; 0: any width) and area at
     least ``mend_unnumbered_area`` x its median crown area (:data:`.cut_teeth.CROWN_AREA_MM2`, with ``areas``; 0:
-    any area); ``mend_unnumbered_touching``: a piece touching a numbered neighbour skips no number;
-    ``mend_unnumbered_regions``: an instance that is mostly a region ``mend_dropped`` added is tried without the
-    width floor (the review check found it from the network's evidence, whatever the cut made of it)."""
+    any area); ``mend_unnumbered_touching``: a piece touching a numbered neighbour skips no number."""
     if jaw not in ("upper", "lower"):
         raise ValueError(f"number_teeth: jaw must be 'upper' or 'lower', got {jaw!r}")
     priors = priors or default_priors(jaw)
@@ -401,10 +398,6 @@ def number_teeth(labels: np.ndarray, probs: np.ndarray, aligned: np.ndarray, fac
     measured = measured or measured_pieces(pieces, aligned, probs, areas)
 
     whole_keys: set[int] = set()  # pieces merged from two (cut_teeth): one tooth, never two
-    added_regions: np.ndarray | None = None  # (V,) the vertices of the regions mend_dropped added
-
-    def from_a_region(inst: Instance) -> bool:
-        return added_regions is not None and bool(added_regions[inst.vertices].mean() > 0.5)
     least_area = None
     if mend_unnumbered > 0 and mend_unnumbered_area > 0:
         from .cut_teeth import CROWN_AREA_MM2
@@ -425,8 +418,7 @@ def number_teeth(labels: np.ndarray, probs: np.ndarray, aligned: np.ndarray, fac
         if mend_unnumbered > 0:
             numbering = number_unnumbered(numbering, lambda i, a: numbered({i: a}), probs, jaw, mend_unnumbered,
                                           mend_unnumbered_width * np.asarray(priors.width_mean, dtype=float),
-                                          least_area, areas, mend_unnumbered_touching,
-                                          from_a_region if mend_unnumbered_regions else None)
+                                          least_area, areas, mend_unnumbered_touching)
         return numbering
 
     def to_labels(numbering: Numbering) -> np.ndarray:
@@ -441,8 +433,6 @@ def number_teeth(labels: np.ndarray, probs: np.ndarray, aligned: np.ndarray, fac
         regions = dropped_regions(numbering, out, probs, aligned, faces, priors, ReviewRules(), min_vertices)
         if regions:
             unmended = measured
-            added_regions = np.zeros(len(labels), dtype=bool)
-            added_regions[np.concatenate(regions)] = True
             measured = measured_pieces(list(pieces) + regions, aligned, probs, areas)
             mended = renumber(None)
             added = [opt for inst, opt in zip(mended.instances, mended.options)
@@ -452,7 +442,7 @@ def number_teeth(labels: np.ndarray, probs: np.ndarray, aligned: np.ndarray, fac
                 mended.cut_log_z = numbering.log_z
                 numbering, out = mended, to_labels(mended)
             else:  # every region called gingiva: the arch as it was
-                measured, added_regions = unmended, None
+                measured = unmended
     if merge_packed:
         from .confidence import ReviewRules
         from .cut_teeth import cut_pairs, merged_pieces
@@ -481,8 +471,7 @@ def number_teeth(labels: np.ndarray, probs: np.ndarray, aligned: np.ndarray, fac
 
 def number_unnumbered(numbering: Numbering, forced: Any, probs: np.ndarray, jaw: str, bound: float,
                       least_width: np.ndarray | None = None, least_area: np.ndarray | None = None,
-                      areas: np.ndarray | None = None, touching: bool = False,
-                      floorless: Any = None) -> Numbering:
+                      areas: np.ndarray | None = None, touching: bool = False) -> Numbering:
     """``numbering`` with each piece it left as gingiva that the ``unnumbered`` review check reports
     (:func:`~.review_checks.looks_unnumbered`) numbered, one after the other along the arch, where that is
     cheap: each number free between the numbered teeth beside it is tried (``forced(i, a)``: the arch numbered
@@ -491,8 +480,7 @@ def number_unnumbered(numbering: Numbering, forced: Any, probs: np.ndarray, jaw:
     the piece is at least that wide (None: any); ``least_area`` (per arch index, mm², with the vertex ``areas``):
     only where its area reaches that (None: any); ``touching``: a piece that touches a numbered neighbour (nearest
     vertices within ``ReviewRules.split_gap_mm``) takes only the number next to that neighbour's, as no space is
-    left there for a number between them; ``floorless(inst)`` (None: never): an instance tried without
-    ``least_width``. A tooth numbered so is in ``mended``; its posterior rows stay
+    left there for a number between them. A tooth numbered so is in ``mended``; its posterior rows stay
     the unforced numbering's (its confidence: its number's share of the tooth mass there), and so do
     ``log_z`` and ``cut_log_z`` (the jaw call compares those)."""
     from .confidence import ReviewRules
@@ -512,10 +500,9 @@ def number_unnumbered(numbering: Numbering, forced: Any, probs: np.ndarray, jaw:
         if touching and after and gap_mm(inst, numbering.instances[after[0]]) <= rules.split_gap_mm:
             numbers = [a for a in numbers if a == hi]
         area = float(np.asarray(areas)[inst.vertices].sum()) if least_area is not None else 0.0
-        widths = None if floorless is not None and floorless(inst) else least_width
         best = None
         for a in numbers:
-            if widths is not None and inst.width < widths[a]:
+            if least_width is not None and inst.width < least_width[a]:
                 continue
             if least_area is not None and area < least_area[a]:
                 continue

@@ -115,15 +115,20 @@ def _molar_read_as_the_missing_one(name: str, gone: int, behind: int):
     return scan, aligned, np.where(space, 0, np.where(molar, gone, labels)), probs, molar
 
 
-def _number_unnumbered(scan, aligned, cut_fdi, probs, nats: float, width: float = 0.0):
-    """The pipeline's numbering of a cut (its default priors and options), ``infer.mend_unnumbered`` ``nats``
-    and ``infer.mend_unnumbered_width`` ``width``."""
+def _number_with(scan, aligned, cut_fdi, probs, **infer):
+    """The pipeline's numbering of a cut (its default priors and options, and the ``infer`` options given):
+    (FDI labels, Numbering, classes)."""
     from pointmamba.inference.config import infer_options
     from pointmamba.inference.pipeline import _number
 
-    options = infer_options({"infer": {"mend_unnumbered": nats, "mend_unnumbered_width": width}})
-    out, numbering = _number(fdi_to_class(cut_fdi, scan.jaw, 17), probs, aligned, scan.faces, scan.jaw, 17, options)
+    out, numbering = _number(fdi_to_class(cut_fdi, scan.jaw, 17), probs, aligned, scan.faces, scan.jaw, 17,
+                             infer_options({"infer": infer}))
     return class_to_fdi(out, scan.jaw, 17), numbering, out
+
+
+def _number_unnumbered(scan, aligned, cut_fdi, probs, nats: float, width: float = 0.0):
+    """:func:`_number_with` ``infer.mend_unnumbered`` ``nats`` and ``infer.mend_unnumbered_width`` ``width``."""
+    return _number_with(scan, aligned, cut_fdi, probs, mend_unnumbered=nats, mend_unnumbered_width=width)
 
 
 @pytest.mark.parametrize("name, gone, behind", [("MSN021_lower", 36, 37), ("MSN021_lower", 46, 47),
@@ -198,16 +203,6 @@ def test_the_width_floor_numbers_a_whole_molar_and_leaves_a_fragment_of_one(name
     assert np.array_equal(on[~fragment], off[~fragment])  # the rest of the arch as it was
 
 
-def _number_with(scan, aligned, cut_fdi, probs, **infer):
-    """The pipeline's numbering of a cut under today's defaults and the ``infer`` options given."""
-    from pointmamba.inference.config import infer_options
-    from pointmamba.inference.pipeline import _number
-
-    options = infer_options({"infer": infer})
-    out, numbering = _number(fdi_to_class(cut_fdi, scan.jaw, 17), probs, aligned, scan.faces, scan.jaw, 17, options)
-    return class_to_fdi(out, scan.jaw, 17), numbering
-
-
 @pytest.mark.parametrize("name, front, last", [("MSN022_upper", 26, 27), ("MSN021_lower", 36, 37)])
 def test_a_piece_touching_its_neighbour_takes_no_number_past_the_next(name, front, last) -> None:
     # IOS035_upper (in-sample, session 70): the cut kept the mesial part of a second molar, touching the first
@@ -225,9 +220,9 @@ def test_a_piece_touching_its_neighbour_takes_no_number_past_the_next(name, fron
     probs[piece, neighbour], probs[piece, mine], probs[piece, 0] = 0.55, 0.2, 0.2  # read as the first molar
     probs[rest, mine], probs[rest, neighbour], probs[rest, 0] = 0.55, 0.2, 0.2
     cut = np.where(rest, 0, labels)
-    skipping, _ = _number_with(scan, aligned, cut, probs, mend_unnumbered_touching=False)
+    skipping, _, _ = _number_with(scan, aligned, cut, probs, mend_unnumbered_touching=False)
     assert (skipping[piece] == last + 1).all() and (skipping[rest] == 0).all()  # the failure
-    touching, numbering = _number_with(scan, aligned, cut, probs, mend_unnumbered_touching=True)
+    touching, numbering, _ = _number_with(scan, aligned, cut, probs, mend_unnumbered_touching=True)
     assert not (touching == last + 1).any()
     assert (touching[molar] == last).mean() > (skipping[molar] == last).mean() + 0.3
     assert numbering.mended  # the dropped-tooth mend numbered the space: flagged
@@ -253,12 +248,12 @@ def test_the_area_floor_leaves_a_sliver_of_gum_and_numbers_a_whole_molar() -> No
     probs[strip, fdi_to_class(np.array([37]), "lower", 17)[0]], probs[strip, 0] = 0.45, 0.35
     probs[strip, fdi_to_class(np.array([38]), "lower", 17)[0]] = 0.2
     cut = np.where(strip, 38, labels)
-    without, _ = _number_with(scan, aligned, cut, probs, mend_unnumbered_area=0.0)
+    without, _, _ = _number_with(scan, aligned, cut, probs, mend_unnumbered_area=0.0)
     assert (without[strip] == 38).all()  # the failure: a third molar where the reference has gum
-    floor, numbering = _number_with(scan, aligned, cut, probs, mend_unnumbered_area=0.2)
+    floor, numbering, _ = _number_with(scan, aligned, cut, probs, mend_unnumbered_area=0.2)
     assert (floor[strip] == 0).all() and numbering.mended == []
     assert np.array_equal(floor[~strip], without[~strip])
     # a whole molar the numbering left as gingiva is numbered with the floor as without it
     scan, aligned, cut, probs, molar = _molar_read_as_the_missing_one("MSN021_lower", 46, 47)
-    whole, _ = _number_with(scan, aligned, cut, probs, mend_unnumbered_area=0.2)
+    whole, _, _ = _number_with(scan, aligned, cut, probs, mend_unnumbered_area=0.2)
     assert (whole[molar] == 47).mean() > 0.95

@@ -403,7 +403,9 @@ def number_teeth(labels: np.ndarray, probs: np.ndarray, aligned: np.ndarray, fac
         from .cut_teeth import CROWN_AREA_MM2
 
         if areas is None:
-            raise ValueError("number_teeth: mend_unnumbered_area needs the vertex areas")
+            from ..data.mesh import vertex_areas
+
+            areas = vertex_areas(aligned, faces)  # no faces: no area, and no piece is a crown
         least_area = mend_unnumbered_area * per_index(CROWN_AREA_MM2[jaw])
 
     def renumber(forced: dict[int, int] | None) -> Numbering:

@@ -542,7 +542,12 @@ def numbered_labels(labels: np.ndarray, numbering: Numbering, classes: np.ndarra
     for inst, opt in zip(numbering.instances, numbering.options):
         if opt is None:
             labels[inst.vertices] = 0
-        elif opt[0] == opt[1]:
+    # numbered after every gingiva instance: a region the dropped-tooth mend added can hold a cut piece left as
+    # gingiva (IOS035_upper), and the piece must not write gingiva over the region's number
+    for inst, opt in zip(numbering.instances, numbering.options):
+        if opt is None:
+            continue
+        if opt[0] == opt[1]:
             labels[inst.vertices] = classes[opt[0]]
         else:
             mu = priors.width_mean[opt[0]:opt[1] + 1]

@@ -1,6 +1,7 @@
 """One cached scan numbered with the unnumbered mend's two guards off (session 69) and on (session 70), side by side
 (occlusal view, reference above; the shipped model's in-sample cache). Usage:
-python picture.py CACHE_DIR NAME OUT.png  (MSN016_upper: the area floor; IOS035_upper: the touching rule)"""
+python picture.py CACHE_DIR NAME OUT.png  (MSN016_upper: the area floor; IOS035_upper: the touching rule, drawn after
+the overwrite fix of the same session, ../overwrite/)"""
 import sys
 import tempfile
 from pathlib import Path

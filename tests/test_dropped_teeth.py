@@ -203,23 +203,31 @@ def test_the_width_floor_numbers_a_whole_molar_and_leaves_a_fragment_of_one(name
     assert np.array_equal(on[~fragment], off[~fragment])  # the rest of the arch as it was
 
 
+def _mesial_piece_read_as_the_neighbour(name: str, front: int, last: int, depth: float):
+    """A real arch whose last molar ``last`` the cut kept only as its mesial ``depth`` mm (a piece the network reads
+    mostly as the first molar ``front`` in front of it, so the numbering leaves it as gingiva) and called the rest
+    gingiva, where the network reads the rest as ``last``: (scan, aligned, cut FDI labels, probs, molar, piece)."""
+    scan, aligned, labels, probs = sample_arch(name)
+    molar, xy = labels == last, aligned[:, :2]
+    away = xy[molar].mean(0) - xy[labels == front].mean(0)
+    proj = (xy - xy[molar].mean(0)) @ (away / np.linalg.norm(away))
+    piece = molar & (proj < np.percentile(proj[molar], 5) + depth)
+    rest = molar & ~piece
+    mine, neighbour = (fdi_to_class(np.array([t]), scan.jaw, 17)[0] for t in (last, front))
+    probs[molar] = 0.05 / 14
+    probs[piece, neighbour], probs[piece, mine], probs[piece, 0] = 0.55, 0.2, 0.2
+    probs[rest, mine], probs[rest, neighbour], probs[rest, 0] = 0.55, 0.2, 0.2
+    return scan, aligned, np.where(rest, 0, labels), probs, molar, piece
+
+
 @pytest.mark.parametrize("name, front, last", [("MSN022_upper", 26, 27), ("MSN021_lower", 36, 37)])
 def test_a_piece_touching_its_neighbour_takes_no_number_past_the_next(name, front, last) -> None:
     # IOS035_upper (in-sample, session 70): the cut kept the mesial part of a second molar, touching the first
     # molar, and left the rest as gingiva; the part, narrower than a second molar's floor, was numbered as the
     # third molar, skipping the second between teeth that touch. infer.mend_unnumbered_touching leaves it no such
     # number, and the dropped-tooth mend looks at the space behind the first molar again
-    scan, aligned, labels, probs = sample_arch(name)
-    molar, xy = labels == last, aligned[:, :2]
-    away = xy[molar].mean(0) - xy[labels == front].mean(0)
-    proj = (xy - xy[molar].mean(0)) @ (away / np.linalg.norm(away))
-    piece = molar & (proj < np.percentile(proj[molar], 5) + 5.0)  # its mesial 5 mm: about 4.9 mm wide
+    scan, aligned, cut, probs, molar, piece = _mesial_piece_read_as_the_neighbour(name, front, last, 5.0)  # ~4.9 mm
     rest = molar & ~piece
-    mine, neighbour = (fdi_to_class(np.array([t]), scan.jaw, 17)[0] for t in (last, front))
-    probs[molar] = 0.05 / 14
-    probs[piece, neighbour], probs[piece, mine], probs[piece, 0] = 0.55, 0.2, 0.2  # read as the first molar
-    probs[rest, mine], probs[rest, neighbour], probs[rest, 0] = 0.55, 0.2, 0.2
-    cut = np.where(rest, 0, labels)
     skipping, _, _ = _number_with(scan, aligned, cut, probs, mend_unnumbered_touching=False)
     assert (skipping[piece] == last + 1).all() and (skipping[rest] == 0).all()  # the failure
     touching, numbering, _ = _number_with(scan, aligned, cut, probs, mend_unnumbered_touching=True)
@@ -235,16 +243,8 @@ def test_a_mended_region_keeps_its_number_over_a_piece_left_as_gingiva_inside_it
     # IOS035_upper: the cut kept a narrow mesial piece of the last molar (under every width floor: numbered
     # gingiva) and called the rest gingiva; the dropped-tooth mend's region behind the first molar holds the piece.
     # Its number must hold over the piece's gingiva, whichever comes first along the arch (70 of 243 vertices did)
-    scan, aligned, labels, probs = sample_arch(name)
-    molar, xy = labels == last, aligned[:, :2]
-    away = xy[molar].mean(0) - xy[labels == front].mean(0)
-    proj = (xy - xy[molar].mean(0)) @ (away / np.linalg.norm(away))
-    piece = molar & (proj < np.percentile(proj[molar], 5) + 4.0)  # about 3.8 mm wide
-    mine, neighbour = (fdi_to_class(np.array([t]), scan.jaw, 17)[0] for t in (last, front))
-    probs[molar] = 0.05 / 14
-    probs[piece, neighbour], probs[piece, mine], probs[piece, 0] = 0.55, 0.2, 0.2
-    probs[molar & ~piece, mine], probs[molar & ~piece, neighbour], probs[molar & ~piece, 0] = 0.55, 0.2, 0.2
-    out, numbering, _ = _number_with(scan, aligned, np.where(molar & ~piece, 0, labels), probs)
+    scan, aligned, cut, probs, molar, piece = _mesial_piece_read_as_the_neighbour(name, front, last, 4.0)  # ~3.8 mm
+    out, numbering, _ = _number_with(scan, aligned, cut, probs)
     assert numbering.mended
     assert (out[molar] == last).mean() > 0.95, np.unique(out[molar], return_counts=True)
     assert (out[piece] == last).all()

@@ -182,3 +182,38 @@ def test_a_tooth_between_two_numbered_teeth_numbered_as_gingiva_is_named_by_them
     found, fdi = _numbered_review(scan, aligned, labels, probs)
     assert (fdi[tooth] == 0).mean() > 0.95, np.unique(fdi[tooth], return_counts=True)
     assert "unnumbered" in found and " between 36 and 34 " in found["unnumbered"], found
+
+
+@pytest.mark.parametrize("name, front, last", [("MSN021_lower", 36, 37), ("MSN021_lower", 46, 47)])
+def test_a_last_molar_left_half_as_gingiva_is_flagged_and_a_whole_one_is_not(name: str, front: int, last: int) -> None:
+    # IOS013_lower (split A val, 0.901, unflagged before): the distal 44 % of its 47 left as gingiva (0.52 of its
+    # typical width left), where the network's tooth probability is about 0.5 (ReviewRules.narrow_end)
+    from pointmamba.inference.confidence import ReviewRules
+
+    scan, aligned, labels, probs = _arch(name)
+    molar, xy = labels == last, aligned[:, :2]
+    away = xy[molar].mean(0) - xy[labels == front].mean(0)
+    proj = (xy - xy[molar].mean(0)) @ (away / np.linalg.norm(away))
+    distal = molar & (proj > np.percentile(proj[molar], 40))  # the distal 60 %: about 0.6 of its width left
+    mine = fdi_to_class(np.array([last]), scan.jaw, 17)[0]
+    probs[distal] = 0.0
+    probs[distal, 0], probs[distal, mine] = 0.55, 0.45  # the network unsure there, as on IOS013_lower
+    cut = np.where(distal, 0, labels)
+
+    def review(labels: np.ndarray, rules: ReviewRules = ReviewRules()):
+        return scan_confidence(probs, fdi_to_class(labels, scan.jaw, 17), instances_from_labels(labels), scan.jaw,
+                               aligned, faces=scan.faces, rules=rules, flagged_scale=0.89)
+
+    conf = review(cut)
+    found = dict(conf.findings)
+    assert list(found) == ["narrow_end"] and found["narrow_end"].startswith(f"tooth {last} "), found
+    # about how much of the tooth was found, not its number: the numbers keep their confidence
+    assert conf.review and all(t.posterior is None for t in conf.teeth)
+    # a sixth of it gone: still a molar's width; and the half molar with the check off
+    sixth = molar & (proj > np.percentile(proj[molar], 84))
+    assert "narrow_end" not in dict(review(np.where(sixth, 0, labels)).findings)
+    assert dict(review(cut, ReviewRules(narrow_end=None)).findings) == {}
+    # with a finding about the numbers beside it, the scan is scaled as before
+    both = review(np.where(cut == front, 0, cut))
+    assert "narrow_end" not in dict(both.findings) or len(both.findings) > 1
+    assert all(t.posterior is not None for t in both.teeth)

@@ -17,7 +17,9 @@ Per scan: the lowest tooth confidence, and ``review`` with one reason per findin
 * a tooth's confidence below ``review_below`` ("tooth 35 (0.52; 34: 0.41)");
 * a number carried by two teeth;
 * a tooth much wider than its number's typical width (two teeth under one number: one looks missing) or
-  much narrower (a fragment: an extra tooth);
+  much narrower (a fragment: an extra tooth); a side's last molar narrower than ``narrow_end`` of its typical
+  width (part of it left as gingiva: the network's evidence fades at the back of the arch; a finding about how
+  much of a tooth was found, not its number, so a scan with no other finding keeps its confidences);
 * a premolar as wide as a molar (numbers shifted by one along the arch, each molar called by the number in
   front of it, as where a premolar was extracted; or a child's primary molar);
 * neighbours along the arch with room for a tooth between them (a missing tooth, or numbers shifted), or
@@ -61,6 +63,9 @@ class ReviewRules:
     wide: float = 1.6  # a tooth wider than this times its number's typical width ...
     wide_mm: float = 5.0  # ... and by at least this much (room for a second tooth)
     narrow: float = 0.35  # a tooth narrower than this times its typical width (a fragment)
+    # a side's last tooth, a molar, narrower than this times its typical width: part of it left as gingiva (None: off;
+    # docs/results/review_flag/log.md, session 70)
+    narrow_end: float | None = 0.65
     # a premolar at least this wide (mm, measured as :func:`scan_confidence` does) is molar-sized. Premolars
     # measured 6-8.6 mm on 56 val scans; the 9.9-10.5 mm "premolars" were molars numbered one position
     # forward (3 scans, none of them flagged otherwise) or primary molars (9.0-10 mm alike: docs/results/confidence)
@@ -116,11 +121,14 @@ class ToothConfidence:
         return f"tooth {self.fdi} ({self.number_posterior:.2f}; {self.runner_up}: {self.runner_up_confidence:.2f})"
 
 
-TOOTH_FINDINGS = ("uncertain", "twice", "wide", "narrow", "molar_sized", "room", "skipped", "none", "few")
+TOOTH_FINDINGS = ("uncertain", "twice", "wide", "narrow", "narrow_end", "molar_sized", "room", "skipped", "none",
+                  "few")
 """The kinds :func:`review_findings` makes from the teeth's confidences, widths and spacing."""
 FINDINGS = TOOTH_FINDINGS + ("dentition", "split", "packed", "dropped", "lost_end", "unnumbered", "parts", "mended",
                              "merged", "jaw", "reversed")
 """Kinds of review finding, in the order of the module doc."""
+EXTENT_FINDINGS = ("narrow_end",)
+"""Findings about how much of a tooth was found, not its number: alone they leave the teeth's confidences."""
 
 
 @dataclass
@@ -275,7 +283,8 @@ def scan_confidence(probs: np.ndarray, classes: np.ndarray, instances: np.ndarra
         findings.append(("reversed", "the mesh's faces were wound inside out and were reversed to segment it "
                                      "(infer.orient_faces); if the file is a mirror image of the jaw, each side's "
                                      "teeth are numbered as the other side's: check the sides"))
-    applied = flagged_scale if findings and flagged_scale != 1.0 else 1.0
+    about_numbers = [kind for kind, _ in findings if kind not in EXTENT_FINDINGS]
+    applied = flagged_scale if about_numbers and flagged_scale != 1.0 else 1.0
     if applied != 1.0:
         for t in teeth:
             t.posterior = t.confidence
@@ -308,6 +317,13 @@ def review_findings(teeth: list[ToothConfidence], jaw: str, aligned: np.ndarray 
                                            "numbers shifted, or a primary molar?"))
         elif w is not None and w < rules.narrow * expect:
             reasons.append(("narrow", f"tooth {t.fdi} {w:.1f} mm wide (typical {expect:.1f}): a fragment?"))
+    if rules.narrow_end is not None:
+        for side in sorted({t.fdi // 10 for t in teeth}):
+            last = max((t for t in teeth if t.fdi // 10 == side), key=lambda t: t.fdi % 10)
+            w, expect = last.width_mm, typical[last.fdi % 10 - 1]
+            if last.fdi % 10 >= 6 and w is not None and rules.narrow * expect <= w < rules.narrow_end * expect:
+                reasons.append(("narrow_end", f"tooth {last.fdi} {w:.1f} mm wide, {w / expect:.2f} of a typical "
+                                              f"{last.fdi}: part of it left as gingiva?"))
     aligned = np.asarray(aligned, dtype=np.float64)
     centroid = {t.instance: aligned[instances == t.instance, :2].mean(0) for t in teeth}
     for a, b in zip(teeth, teeth[1:]):

@@ -217,3 +217,19 @@ def test_a_last_molar_left_half_as_gingiva_is_flagged_and_a_whole_one_is_not(nam
     both = review(np.where(cut == front, 0, cut))
     assert "narrow_end" not in dict(both.findings) or len(both.findings) > 1
     assert all(t.posterior is not None for t in both.teeth)
+
+
+def test_a_tooth_lost_at_the_end_leaves_the_numbers_confidence_and_one_lost_between_teeth_lowers_it() -> None:
+    # lost_end moves no other tooth's number (EXTENT_FINDINGS); a tooth dropped between two can mean numbers shifted
+    scan, aligned, labels, probs = _arch("MSN021_lower")
+
+    def review(gone: int):
+        cut = np.where(labels == gone, 0, labels)
+        return scan_confidence(probs, fdi_to_class(cut, scan.jaw, 17), instances_from_labels(cut), scan.jaw, aligned,
+                               faces=scan.faces, flagged_scale=0.89)
+
+    end, between = review(37), review(35)
+    assert [kind for kind, _ in end.findings] == ["lost_end"] and end.review
+    assert end.flagged_scale == 1.0 and all(t.posterior is None for t in end.teeth)
+    assert "dropped" in dict(between.findings)
+    assert between.flagged_scale == 0.89 and all(t.posterior is not None for t in between.teeth)

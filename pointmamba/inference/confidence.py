@@ -10,7 +10,8 @@ Per tooth (one instance of the segmentation):
 * its width along the arch (mm), measured in the canonical frame, against the typical width of its number;
 * in a scan the review flags, ``confidence`` is ``q`` times ``flagged_scale`` (``infer.flagged_confidence_scale``;
   ``q`` stays as ``posterior``): a whole arch counted one position off has every ``q`` high, and only the
-  scan's findings see it. The findings are decided from ``q``.
+  scan's findings see it. The findings are decided from ``q``. A scan whose findings are all about how much of a
+  tooth was found (:data:`EXTENT_FINDINGS`: ``narrow_end``, ``lost_end``) keeps its ``q``: no number moved.
 
 Per scan: the lowest tooth confidence, and ``review`` with one reason per finding (:class:`ReviewRules`):
 
@@ -18,8 +19,7 @@ Per scan: the lowest tooth confidence, and ``review`` with one reason per findin
 * a number carried by two teeth;
 * a tooth much wider than its number's typical width (two teeth under one number: one looks missing) or
   much narrower (a fragment: an extra tooth); a side's last molar narrower than ``narrow_end`` of its typical
-  width (part of it left as gingiva: the network's evidence fades at the back of the arch; a finding about how
-  much of a tooth was found, not its number, so a scan with no other finding keeps its confidences);
+  width (part of it left as gingiva: the network's evidence fades at the back of the arch);
 * a premolar as wide as a molar (numbers shifted by one along the arch, each molar called by the number in
   front of it, as where a premolar was extracted; or a child's primary molar);
 * neighbours along the arch with room for a tooth between them (a missing tooth, or numbers shifted), or
@@ -127,8 +127,9 @@ TOOTH_FINDINGS = ("uncertain", "twice", "wide", "narrow", "narrow_end", "molar_s
 FINDINGS = TOOTH_FINDINGS + ("dentition", "split", "packed", "dropped", "lost_end", "unnumbered", "parts", "mended",
                              "merged", "jaw", "reversed")
 """Kinds of review finding, in the order of the module doc."""
-EXTENT_FINDINGS = ("narrow_end",)
-"""Findings about how much of a tooth was found, not its number: alone they leave the teeth's confidences."""
+EXTENT_FINDINGS = ("narrow_end", "lost_end")
+"""Findings about how much of a tooth was found, not its number (a last molar found in part, a tooth lost behind the
+last one: no other tooth's number moves): alone they leave the teeth's confidences."""
 
 
 @dataclass

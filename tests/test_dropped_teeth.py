@@ -13,7 +13,7 @@ from pointmamba.inference.confidence import scan_confidence
 from pointmamba.inference.pipeline import refine_either_jaw
 from pointmamba.inference.tooth_numbering import number_teeth, numbered_instances
 
-from support.real_arch import sample_arch
+from support.real_arch import away_from, sample_arch
 
 
 def _number(scan, aligned, cut_fdi, probs, mend: bool):
@@ -185,9 +185,7 @@ def test_the_width_floor_numbers_a_whole_molar_and_leaves_a_fragment_of_one(name
     assert (whole[molar] == behind).mean() > 0.95, np.unique(whole[molar], return_counts=True)
     labels = sample_arch(name)[2]
     space = labels == gone
-    xy = aligned[:, :2]
-    away = xy[molar].mean(0) - xy[space].mean(0)
-    proj = (xy - xy[molar].mean(0)) @ (away / np.linalg.norm(away))
+    proj, _ = away_from(aligned, molar, space)
 
     def part(depth: float) -> tuple[np.ndarray, float]:  # the molar's vertices within depth mm of its far end
         fragment = molar & (proj > np.percentile(proj[molar], 95) - depth)
@@ -208,9 +206,8 @@ def _mesial_piece_read_as_the_neighbour(name: str, front: int, last: int, depth:
     mostly as the first molar ``front`` in front of it, so the numbering leaves it as gingiva) and called the rest
     gingiva, where the network reads the rest as ``last``: (scan, aligned, cut FDI labels, probs, molar, piece)."""
     scan, aligned, labels, probs = sample_arch(name)
-    molar, xy = labels == last, aligned[:, :2]
-    away = xy[molar].mean(0) - xy[labels == front].mean(0)
-    proj = (xy - xy[molar].mean(0)) @ (away / np.linalg.norm(away))
+    molar = labels == last
+    proj, _ = away_from(aligned, molar, labels == front)
     piece = molar & (proj < np.percentile(proj[molar], 5) + depth)
     rest = molar & ~piece
     mine, neighbour = (fdi_to_class(np.array([t]), scan.jaw, 17)[0] for t in (last, front))
@@ -254,10 +251,8 @@ def test_the_area_floor_leaves_a_sliver_of_gum_and_numbers_a_whole_molar() -> No
     # MSN016_upper (in-sample, session 70): a strip of gum behind the last molar, a third molar's floor wide
     # along the arch but a sixth of its crown's area, was numbered "18". infer.mend_unnumbered_area 0.2 leaves it
     scan, aligned, labels, probs = sample_arch("MSN021_lower")
-    molar, xy = labels == 37, aligned[:, :2]
-    along = xy[molar].mean(0) - xy[labels == 36].mean(0)
-    along /= np.linalg.norm(along)
-    proj, side = (xy - xy[molar].mean(0)) @ along, (xy - xy[molar].mean(0)) @ np.array([-along[1], along[0]])
+    molar = labels == 37
+    proj, side = away_from(aligned, molar, labels == 36)
     strip = (labels == 0) & (proj > np.percentile(proj[molar], 98)) & (proj < np.percentile(proj[molar], 98) + 10)
     strip &= (side > 1.0) & (side < 2.0)
     from pointmamba.data.mesh import vertex_areas

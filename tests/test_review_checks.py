@@ -12,6 +12,7 @@ from pointmamba.data import fdi_to_class
 from pointmamba.data.teeth3ds import instances_from_labels
 from pointmamba.inference.confidence import scan_confidence
 
+from support.real_arch import away_from
 from support.real_arch import sample_arch as _arch
 from support.real_arch import split_tooth as _split
 
@@ -191,9 +192,8 @@ def test_a_last_molar_left_half_as_gingiva_is_flagged_and_a_whole_one_is_not(nam
     from pointmamba.inference.confidence import ReviewRules
 
     scan, aligned, labels, probs = _arch(name)
-    molar, xy = labels == last, aligned[:, :2]
-    away = xy[molar].mean(0) - xy[labels == front].mean(0)
-    proj = (xy - xy[molar].mean(0)) @ (away / np.linalg.norm(away))
+    molar = labels == last
+    proj, _ = away_from(aligned, molar, labels == front)
     distal = molar & (proj > np.percentile(proj[molar], 40))  # the distal 60 %: about 0.6 of its width left
     mine = fdi_to_class(np.array([last]), scan.jaw, 17)[0]
     probs[distal] = 0.0

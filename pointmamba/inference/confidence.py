@@ -284,7 +284,7 @@ def scan_confidence(probs: np.ndarray, classes: np.ndarray, instances: np.ndarra
         findings.append(("reversed", "the mesh's faces were wound inside out and were reversed to segment it "
                                      "(infer.orient_faces); if the file is a mirror image of the jaw, each side's "
                                      "teeth are numbered as the other side's: check the sides"))
-    about_numbers = [kind for kind, _ in findings if kind not in EXTENT_FINDINGS]
+    about_numbers = any(kind not in EXTENT_FINDINGS for kind, _ in findings)
     applied = flagged_scale if about_numbers and flagged_scale != 1.0 else 1.0
     if applied != 1.0:
         for t in teeth:

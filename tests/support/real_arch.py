@@ -50,3 +50,14 @@ def split_tooth(labels: np.ndarray, aligned: np.ndarray, tooth: int, lengthwise:
     distal = (along - np.median(along)) * np.sign(np.median(angle)) * np.sign(np.corrcoef(along, angle)[0, 1]) > 0
     out[me.vertices[distal]] = tooth + 1
     return out
+
+
+def away_from(aligned: np.ndarray, tooth: np.ndarray, front: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Every vertex's coordinates seen from above (mm) from the centre of the ``tooth`` mask: along the direction
+    from the ``front`` mask's centre to it (away from the neighbour in front), and across it (that direction turned
+    a quarter counter-clockwise)."""
+    xy = aligned[:, :2]
+    along = xy[tooth].mean(0) - xy[front].mean(0)
+    along /= np.linalg.norm(along)
+    rel = xy - xy[tooth].mean(0)
+    return rel @ along, rel @ np.array([-along[1], along[0]])

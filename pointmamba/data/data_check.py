@@ -1,5 +1,6 @@
 """Checking a data set scan by scan, for ``pointmamba-check-data``: readable mesh, labels vs vertices, FDI
-numbers valid for the jaw, units (extent), completeness, and the anatomical side check.
+numbers valid for the jaw, units (extent), completeness, the anatomical side check, and an upper canine or first
+premolar whose crown is shaped as the other (:mod:`.crown_shape`).
 
 Each scan gets a :class:`ScanReport` with a status: ``ok``, ``warn`` (usable, but look at it: e.g. the
 side check cannot decide) or ``FAIL`` (do not train on it: unreadable, wrong units, mirrored labels).
@@ -14,8 +15,11 @@ from pathlib import Path
 import numpy as np
 
 from .anatomy import side_check
+from .crown_shape import number_shape_findings
 from .errors import ScanWarning
 from .integrity import check_jaw_size
+from .mesh import apply_transform
+from .pose import canonical_pose
 from .units import JAW_EXTENT_MM, infer_units
 
 
@@ -92,6 +96,9 @@ def check_scan(path: str | PathLike, name: str | None = None) -> ScanReport:
         report.fail(f"mirrored: {result.reason}")
     elif result.verdict != "ok":
         report.warn(f"side check undecided: {result.reason}")
+    aligned = apply_transform(scan.vertices, canonical_pose(scan.vertices, scan.faces, labels=scan.labels))
+    for finding in number_shape_findings(aligned, scan.labels, scan.jaw):
+        report.warn(finding)
     return report
 
 

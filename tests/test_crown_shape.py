@@ -56,10 +56,12 @@ def test_a_canine_numbered_as_the_extracted_premolar_is_flagged_on_a_real_arch()
     # 24 extracted and its space closed; the label file counts back from the molars and numbers the canine 24
     shifted = _relabelled(labels, gone=24, renumbered=23, to=24)
     (finding,) = number_shape_findings(aligned, shifted, "upper")
-    assert finding.startswith("tooth 24 is shaped as a canine, not a first premolar:") and abs(_mm(finding) - 7.5) < 0.2
+    assert finding.startswith("tooth 24 is shaped as a canine, not a first premolar:")
+    assert abs(_mm(finding) - 7.5) < 0.2
     # the canine missing and the first premolar numbered 23
     (finding,) = number_shape_findings(aligned, _relabelled(labels, gone=23, renumbered=24, to=23), "upper")
-    assert finding.startswith("tooth 23 is shaped as a first premolar, not a canine:") and abs(_mm(finding) - 10.1) < 0.2
+    assert finding.startswith("tooth 23 is shaped as a first premolar, not a canine:")
+    assert abs(_mm(finding) - 10.1) < 0.2
     # lower canines and first premolars overlap in width: a lower jaw is not checked
     assert number_shape_findings(aligned, shifted, "lower") == []
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from pointmamba.data import read_mesh, write_obj
-from pointmamba.data.crown_shape import arch_order, crown_widths, number_shape_findings
+from pointmamba.data.crown_shape import crown_extents, number_shape_findings
 
 from support.real_arch import sample_arch
 from support.tools import run_tool
@@ -29,14 +29,9 @@ def test_widths_are_measured_along_and_across_the_arch_wherever_it_runs() -> Non
         c, s = np.cos(angle), np.sin(angle)
         points[:, :2] = points[:, :2] @ np.array([[c, s], [-s, c]])
         labels = np.repeat([23, 24, 25], 20000)
-        width = crown_widths(points, labels)[24]
+        width = crown_extents(points, labels)[24]
         # the 3rd to 97th percentile of a uniform extent is 0.94 of it
         assert abs(width.mesio_distal - 0.94 * 7.0) < 0.1 and abs(width.bucco_lingual - 0.94 * 9.0) < 0.1
-
-
-def test_arch_order_runs_from_the_right_back_tooth_to_the_left_one() -> None:
-    assert arch_order([21, 17, 11, 27, 12, 23]) == [17, 12, 11, 21, 23, 27]
-    assert arch_order([31, 46, 41, 37]) == [46, 41, 31, 37]
 
 
 def _mm(finding: str) -> float:

@@ -28,11 +28,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .arch import labelled_teeth
+
 UPPER_BUCCO_LINGUAL_MM = {3: (6.99, 0.65), 4: (9.17, 0.47)}
 """(median, robust sd) of the bucco-lingual crown width, mm, of upper canines (3) and first premolars (4)."""
 
 LOG_RATIO = 5.0
 """Flag a tooth whose width is at least exp(LOG_RATIO) times likelier under the other number's fit."""
+
+CHECKED_JAW = "upper"
+"""The one jaw checked (lower canines and first premolars overlap in width: see the module doc)."""
 
 _OTHER = {3: 4, 4: 3}
 _NAMES = {3: "canine", 4: "first premolar"}
@@ -47,27 +52,17 @@ class CrownWidth:
     bucco_lingual: float
 
 
-def arch_order(teeth: list[int]) -> list[int]:
-    """FDI numbers of one jaw in arch order, from the right side's back tooth to the left side's."""
-    return sorted(teeth, key=lambda t: (0, -(t % 10)) if t // 10 in (1, 4) else (1, t % 10))
-
-
-def crown_widths(aligned: np.ndarray, labels: np.ndarray) -> dict[int, CrownWidth]:
+def crown_extents(aligned: np.ndarray, labels: np.ndarray) -> dict[int, CrownWidth]:
     """Each tooth's :class:`CrownWidth` from vertices in the canonical frame (:func:`~.pose.canonical_pose`: z
-    occlusal). The arch's direction at a tooth runs from the centroid of the tooth before it to that of the
-    tooth after it (itself at an end); each extent is the 3rd to 97th percentile of the vertices' projections."""
-    teeth = arch_order([int(t) for t in np.unique(labels) if t > 0])
-    centres = {t: aligned[labels == t, :2].mean(0) for t in teeth}
+    occlusal), along and across the arch direction the numbering measures at it (:func:`~.arch.labelled_teeth`:
+    from the centre of the tooth before it to that of the tooth after it); each extent is the 3rd to 97th
+    percentile of the vertices' projections (not the numbering's 5th to 95th: the thresholds were read with this)."""
+    teeth, _ = labelled_teeth(aligned, labels)
     out = {}
-    for i, t in enumerate(teeth):
-        along = centres[teeth[min(i + 1, len(teeth) - 1)]] - centres[teeth[max(i - 1, 0)]]
-        norm = np.linalg.norm(along)
-        if norm == 0:  # a lone tooth: no arch to measure against
-            continue
-        along = along / norm
-        across = np.array([-along[1], along[0]])
-        xy = aligned[labels == t, :2]
-        extent = [float(np.subtract(*np.percentile(xy @ d, [97, 3]))) for d in (along, across)]
+    for t, inst in teeth.items():
+        across = np.array([-inst.tangent[1], inst.tangent[0]])
+        xy = inst.points[:, :2]
+        extent = [float(np.subtract(*np.percentile(xy @ d, [97, 3]))) for d in (inst.tangent, across)]
         out[t] = CrownWidth(t, *extent)
     return out
 
@@ -79,10 +74,10 @@ def _log_density(x: float, median: float, sd: float) -> float:
 def number_shape_findings(aligned: np.ndarray, labels: np.ndarray, jaw: str) -> list[str]:
     """One line per upper canine or first premolar whose bucco-lingual width says it is the other
     (see the module doc); none for a lower jaw."""
-    if jaw != "upper":
+    if jaw != CHECKED_JAW:
         return []
     findings = []
-    for t, width in crown_widths(aligned, labels).items():
+    for t, width in crown_extents(aligned, labels).items():
         kind = t % 10
         if kind not in _OTHER:
             continue

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from .anatomy import side_check
-from .crown_shape import number_shape_findings
+from .crown_shape import CHECKED_JAW, number_shape_findings
 from .errors import ScanWarning
 from .integrity import check_jaw_size
 from .mesh import apply_transform
@@ -96,9 +96,10 @@ def check_scan(path: str | PathLike, name: str | None = None) -> ScanReport:
         report.fail(f"mirrored: {result.reason}")
     elif result.verdict != "ok":
         report.warn(f"side check undecided: {result.reason}")
-    aligned = apply_transform(scan.vertices, canonical_pose(scan.vertices, scan.faces, labels=scan.labels))
-    for finding in number_shape_findings(aligned, scan.labels, scan.jaw):
-        report.warn(finding)
+    if scan.jaw == CHECKED_JAW:  # the pose is worked out only where the crowns are checked
+        aligned = apply_transform(scan.vertices, canonical_pose(scan.vertices, scan.faces, labels=scan.labels))
+        for finding in number_shape_findings(aligned, scan.labels, scan.jaw):
+            report.warn(finding)
     return report
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from pointmamba.data import load_scan
-from pointmamba.data.crown_shape import crown_widths, number_shape_findings
+from pointmamba.data.crown_shape import crown_extents, number_shape_findings
 from pointmamba.data.dataset import find_scans
 from pointmamba.data.mesh import apply_transform
 from pointmamba.data.pose import canonical_pose
@@ -24,7 +24,7 @@ def main(root: Path) -> None:
         for name, path in find_scans(root / source).items():
             scan = load_scan(path)
             aligned = apply_transform(scan.vertices, canonical_pose(scan.vertices, scan.faces, labels=scan.labels))
-            for t, w in crown_widths(aligned, scan.labels).items():
+            for t, w in crown_extents(aligned, scan.labels).items():
                 if t % 10 in (3, 4, 5):
                     widths.setdefault((scan.jaw, t % 10), []).append(w.bucco_lingual)
             flagged += [f"{name}: {f}" for f in number_shape_findings(aligned, scan.labels, scan.jaw)]

@@ -1,6 +1,7 @@
 """Checking a data set scan by scan, for ``pointmamba-check-data``: readable mesh, labels vs vertices, FDI
 numbers valid for the jaw, units (extent), completeness, the anatomical side check, and an upper canine or first
-premolar whose crown is shaped as the other (:mod:`.crown_shape`).
+premolar whose crown is shaped as the other (:mod:`.crown_shape`), and a tooth number labelled in two places
+(:mod:`.label_pieces`).
 
 Each scan gets a :class:`ScanReport` with a status: ``ok``, ``warn`` (usable, but look at it: e.g. the
 side check cannot decide) or ``FAIL`` (do not train on it: unreadable, wrong units, mirrored labels).
@@ -18,6 +19,7 @@ from .anatomy import side_check
 from .crown_shape import CHECKED_JAW, number_shape_findings
 from .errors import ScanWarning
 from .integrity import check_jaw_size
+from .label_pieces import scattered_label_findings
 from .mesh import apply_transform
 from .pose import canonical_pose
 from .units import JAW_EXTENT_MM, infer_units
@@ -70,6 +72,7 @@ def check_scan(path: str | PathLike, name: str | None = None) -> ScanReport:
         if issubclass(w.category, ScanWarning):
             report.warn(_short(str(w.message), path))
     report.vertices = scan.num_vertices
+    in_mm = False
     try:
         check_jaw_size(scan.vertices, path)
     except ValueError as exc:
@@ -77,7 +80,8 @@ def check_scan(path: str | PathLike, name: str | None = None) -> ScanReport:
     try:
         decision = infer_units(scan.vertices, "auto", path)
         report.units, report.extent = decision.units, decision.extent
-        if decision.factor != 1.0:
+        in_mm = decision.factor == 1.0
+        if not in_mm:
             report.fail(f"{decision.extent:.4g} across: looks like {decision.units}, not mm (a jaw is "
                         f"{JAW_EXTENT_MM[0]:g}-{JAW_EXTENT_MM[1]:g} mm across)")
     except ValueError as exc:
@@ -87,6 +91,9 @@ def check_scan(path: str | PathLike, name: str | None = None) -> ScanReport:
         report.warn("no label file beside the mesh")
         return report
     report.teeth = int(len(np.unique(scan.labels[scan.labels > 0])))
+    if in_mm:  # the gap between pieces is measured in mm
+        for finding in scattered_label_findings(scan.vertices, scan.faces, scan.labels):
+            report.warn(finding)
     if scan.jaw is None:
         report.warn("jaw unknown (neither label file nor file name says)")
         return report

@@ -3,16 +3,14 @@
 pointmamba-check-data."""
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
 import numpy as np
 
-from pointmamba.data import read_mesh, write_obj
 from pointmamba.data.crown_shape import crown_extents, number_shape_findings
 
-from support.real_arch import sample_arch
+from support.real_arch import sample_arch, sample_with_labels
 from support.tools import run_tool
 
 
@@ -62,14 +60,8 @@ def test_a_canine_numbered_as_the_extracted_premolar_is_flagged_on_a_real_arch()
 
 
 def test_check_data_warns_about_such_a_file_and_names_the_tooth(tmp_path: Path) -> None:
-    scan, _, labels, _ = sample_arch("MSN022_upper")
-    folder = tmp_path / "MSN022"
-    folder.mkdir()
-    v, f = read_mesh(scan.path)
-    write_obj(folder / "MSN022_upper.obj", v, f)
-    doc = json.loads(Path(scan.path).with_suffix(".json").read_text())
-    doc["labels"] = _relabelled(labels, gone=24, renumbered=23, to=24).tolist()
-    (folder / "MSN022_upper.json").write_text(json.dumps(doc))
-    code, out, _ = run_tool("check_data", tmp_path)
+    _, _, labels, _ = sample_arch("MSN022_upper")
+    code, out, _ = run_tool("check_data", sample_with_labels(tmp_path, "MSN022_upper",
+                                                             _relabelled(labels, gone=24, renumbered=23, to=24)))
     assert code == 0 and "1 scans: 0 ok, 1 with warnings, 0 failed" in out
     assert "| warn | tooth 24 is shaped as a canine, not a first premolar" in out

@@ -3,16 +3,14 @@ relabelled as IOS002_upper's reference is (its central incisor typed "16"), and 
 a crown cut by a hole and a speck of a neighbour's number are not reported."""
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
 import numpy as np
 
-from pointmamba.data import read_mesh, write_obj
 from pointmamba.data.label_pieces import label_pieces, scattered_label_findings
 
-from support.real_arch import sample_arch
+from support.real_arch import sample_arch, sample_with_labels
 from support.tools import run_tool
 
 
@@ -49,16 +47,9 @@ def test_a_crown_cut_by_a_hole_and_a_speck_of_another_number_are_not_reported() 
 
 
 def test_check_data_warns_about_such_a_file_and_names_the_number(tmp_path: Path) -> None:
-    scan, _, labels, _ = sample_arch("MSN022_upper")
-    folder = tmp_path / "MSN022"
-    folder.mkdir()
-    v, f = read_mesh(scan.path)
-    write_obj(folder / "MSN022_upper.obj", v, f)
-    doc = json.loads(Path(scan.path).with_suffix(".json").read_text())
+    _, _, labels, _ = sample_arch("MSN022_upper")
     typo = labels.copy()
     typo[labels == 11] = 16
-    doc["labels"] = typo.tolist()
-    (folder / "MSN022_upper.json").write_text(json.dumps(doc))
-    code, out, _ = run_tool("check_data", tmp_path)
+    code, out, _ = run_tool("check_data", sample_with_labels(tmp_path, "MSN022_upper", typo))
     assert code == 0 and "1 scans: 0 ok, 1 with warnings, 0 failed" in out
     assert "| warn | tooth 16 is labelled in two places" in out

@@ -61,3 +61,20 @@ def away_from(aligned: np.ndarray, tooth: np.ndarray, front: np.ndarray) -> tupl
     along /= np.linalg.norm(along)
     rel = xy - xy[tooth].mean(0)
     return rel @ along, rel @ np.array([-along[1], along[0]])
+
+
+def sample_with_labels(folder: Path, name: str, labels: np.ndarray) -> Path:
+    """The real sample arch ``name`` written under ``folder`` in the Teeth3DS layout with ``labels`` as its label
+    file (a label file as a data set might hold it), for the data tools; returns ``folder``."""
+    import json
+
+    from pointmamba.data import read_mesh, write_obj
+
+    source = SAMPLES / name.split("_")[0] / f"{name}.obj"
+    target = folder / name.split("_")[0]
+    target.mkdir(parents=True)
+    write_obj(target / f"{name}.obj", *read_mesh(source))
+    doc = json.loads(source.with_suffix(".json").read_text())
+    doc["labels"] = np.asarray(labels).tolist()
+    (target / f"{name}.json").write_text(json.dumps(doc))
+    return folder

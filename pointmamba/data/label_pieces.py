@@ -4,8 +4,8 @@ A number typed on the wrong tooth leaves the tooth it belongs to unnumbered (or 
 wrong tooth carries a number whose other piece sits elsewhere on the arch. On the 187 shared references
 (``../shared/data``, 2026-11-28, ``docs/results/reference_doubts/``) every tooth's label is one connected
 piece of the mesh, but for one: IOS002_upper's "16" is its first molar (369 vertices) and, 27 mm away (36 mm
-between centres), its right central incisor (190 vertices), which carries no "11". No other label there has a second piece of even
-20 vertices.
+between centres), its right central incisor (190 vertices), which carries no "11". No other label there has a
+second piece of even 20 vertices.
 
 A number's second piece is reported where it holds at least :data:`MIN_SHARE` of the number's vertices and
 lies at least :data:`MIN_GAP_MM` from the main piece. A crown the scanner left a hole across comes apart into

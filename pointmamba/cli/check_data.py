@@ -7,8 +7,9 @@ Per scan (``<ID>_<jaw>.obj|ply|stl`` under DIR, any depth, with ``<stem>.json`` 
 and looks complete, there is one label per vertex, every FDI number is valid for the jaw, the extent
 says millimetres, and an anatomical side check from geometry alone (crown direction from teeth vs
 gingiva, incisors -> molars, a right-handed frame) finds quadrants 2 and 3 on the patient's left; a warning where
-an upper canine or first premolar is shaped as the other (its bucco-lingual width; numbered one tooth off?), and
-where one tooth number is labelled in two places apart (a number typed on a second tooth).
+an upper canine or first premolar is shaped as the other (its bucco-lingual width; numbered one tooth off?), where a
+lower side is numbered with its 2 and 4 but no canine (the canine numbered 4?), and where one tooth number is labelled
+in two places apart (a number typed on a second tooth).
 Prints a table (ok / warn / FAIL per scan) and a summary; exits 1 if any scan failed.
 """
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Checking a data set scan by scan, for ``pointmamba-check-data``: readable mesh, labels vs vertices, FDI
 numbers valid for the jaw, units (extent), completeness, the anatomical side check, and an upper canine or first
-premolar whose crown is shaped as the other (:mod:`.crown_shape`), and a tooth number labelled in two places
-(:mod:`.label_pieces`).
+premolar whose crown is shaped as the other (:mod:`.crown_shape`), a lower side numbered without its canine
+(:mod:`.lower_canine`), and a tooth number labelled in two places (:mod:`.label_pieces`).
 
 Each scan gets a :class:`ScanReport` with a status: ``ok``, ``warn`` (usable, but look at it: e.g. the
 side check cannot decide) or ``FAIL`` (do not train on it: unreadable, wrong units, mirrored labels).
@@ -20,6 +20,7 @@ from .crown_shape import CHECKED_JAW, number_shape_findings
 from .errors import ScanWarning
 from .integrity import check_jaw_size
 from .label_pieces import scattered_label_findings
+from .lower_canine import missing_canine_findings
 from .mesh import apply_transform
 from .pose import canonical_pose
 from .units import JAW_EXTENT_MM, infer_units
@@ -103,6 +104,8 @@ def check_scan(path: str | PathLike, name: str | None = None) -> ScanReport:
         report.fail(f"mirrored: {result.reason}")
     elif result.verdict != "ok":
         report.warn(f"side check undecided: {result.reason}")
+    for finding in missing_canine_findings(scan.labels, scan.jaw):
+        report.warn(finding)
     if scan.jaw == CHECKED_JAW:  # the pose is worked out only where the crowns are checked
         aligned = apply_transform(scan.vertices, canonical_pose(scan.vertices, scan.faces, labels=scan.labels))
         for finding in number_shape_findings(aligned, scan.labels, scan.jaw):

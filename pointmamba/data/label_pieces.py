@@ -10,6 +10,9 @@ second piece of even 20 vertices.
 A number's second piece is reported where it holds at least :data:`MIN_SHARE` of the number's vertices and
 lies at least :data:`MIN_GAP_MM` from the main piece. A crown the scanner left a hole across comes apart into
 pieces next to each other, under the gap; a speck of a neighbour's label is under the share.
+
+:func:`tooth_pieces` (the connected pieces of each tooth label) is also what the numbering numbers
+(:func:`pointmamba.inference.tooth_numbering.cut_pieces`).
 """
 from __future__ import annotations
 
@@ -22,38 +25,45 @@ MIN_GAP_MM = 5.0
 """A second piece nearer the main one than this (mm, nearest vertices) is the same crown cut by a hole."""
 
 
-def label_pieces(faces: np.ndarray, labels: np.ndarray) -> np.ndarray:
-    """(V,) id of each vertex's piece: vertices joined by an edge whose two ends carry the same label."""
+def tooth_pieces(labels: np.ndarray, edges: np.ndarray) -> list[np.ndarray]:
+    """Connected pieces (mesh ``edges``, see :func:`.mesh.mesh_edges`) of vertices sharing one tooth
+    label, as vertex-id arrays."""
     from scipy.sparse import coo_matrix
     from scipy.sparse.csgraph import connected_components
 
+    labels = np.asarray(labels)
+    e = edges
+    e = e[(labels[e[:, 0]] == labels[e[:, 1]]) & (labels[e[:, 0]] > 0)]
     n = len(labels)
-    f = np.asarray(faces, dtype=np.int64)
-    edges = np.concatenate([f[:, [0, 1]], f[:, [1, 2]], f[:, [2, 0]]])
-    edges = edges[labels[edges[:, 0]] == labels[edges[:, 1]]]
-    graph = coo_matrix((np.ones(len(edges)), (edges[:, 0], edges[:, 1])), shape=(n, n))
-    return connected_components(graph, directed=False)[1]
+    _, comp = connected_components(coo_matrix((np.ones(len(e)), (e[:, 0], e[:, 1])), shape=(n, n)), directed=False)
+    tooth = np.flatnonzero(labels > 0)
+    order = tooth[np.argsort(comp[tooth], kind="stable")]
+    starts = np.flatnonzero(np.r_[True, np.diff(comp[order]) != 0]) if len(order) else np.zeros(0, dtype=np.int64)
+    return [p for p in np.split(order, starts[1:])] if len(order) else []
 
 
 def scattered_label_findings(vertices: np.ndarray, faces: np.ndarray, labels: np.ndarray) -> list[str]:
     """One line per tooth number found in two places (see the module doc); [] for a file without."""
     from scipy.spatial import cKDTree
 
+    from .mesh import mesh_edges
+
     labels = np.asarray(labels)
-    pieces = label_pieces(faces, labels)
+    by_number: dict[int, list[np.ndarray]] = {}
+    for piece in tooth_pieces(labels, mesh_edges(faces, len(labels))):
+        by_number.setdefault(int(labels[piece[0]]), []).append(piece)
     findings = []
-    for fdi in np.unique(labels[labels > 0]):
-        ids, counts = np.unique(pieces[labels == fdi], return_counts=True)
-        if len(ids) < 2:
+    for fdi, pieces in sorted(by_number.items()):
+        if len(pieces) < 2:
             continue
-        order = np.argsort(-counts, kind="stable")
-        main = vertices[pieces == ids[order[0]]]
-        tree = cKDTree(main)
-        for k in order[1:]:
-            if counts[k] < MIN_SHARE * counts.sum():
+        pieces.sort(key=len, reverse=True)  # stable: equal sizes keep the pieces' order
+        total = sum(len(p) for p in pieces)
+        tree = cKDTree(vertices[pieces[0]])
+        for piece in pieces[1:]:
+            if len(piece) < MIN_SHARE * total:
                 break
-            gap = float(tree.query(vertices[pieces == ids[k]])[0].min())
+            gap = float(tree.query(vertices[piece])[0].min())
             if gap >= MIN_GAP_MM:
-                findings.append(f"tooth {int(fdi)} is labelled in two places {gap:.0f} mm apart ({counts[order[0]]} "
-                                f"and {counts[k]} vertices): one of them another tooth?")
+                findings.append(f"tooth {fdi} is labelled in two places {gap:.0f} mm apart ({len(pieces[0])} "
+                                f"and {len(piece)} vertices): one of them another tooth?")
     return findings

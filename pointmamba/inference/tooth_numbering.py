@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from ..data.arch import NUM_ARCH_INDICES, ArchFrame, Instance, gap_mm, index_classes, measure_instances, per_index
+from ..data.label_pieces import tooth_pieces
 from .arch_priors import LOG_EPS, ArchPriors, default_priors
 
 FORCED_COST = 1e6  # nats added to every option a forced instance may not take (finite: inf - inf is NaN in the sums)
@@ -289,23 +290,6 @@ def number_instances(instances: list[Instance], evidence: np.ndarray, gum_eviden
     posterior, first_posterior, last_posterior = _posteriors(e, marg)
     return Numbering(options, posterior, cost, first_posterior, last_posterior, instances, log_z=float(log_z),
                      cut_log_z=float(log_z))
-
-
-def tooth_pieces(labels: np.ndarray, edges: np.ndarray) -> list[np.ndarray]:
-    """Connected pieces (mesh ``edges``, see :func:`pointmamba.data.mesh.mesh_edges`) of vertices sharing one tooth
-    label, as vertex-id arrays."""
-    from scipy.sparse import coo_matrix
-    from scipy.sparse.csgraph import connected_components
-
-    labels = np.asarray(labels)
-    e = edges
-    e = e[(labels[e[:, 0]] == labels[e[:, 1]]) & (labels[e[:, 0]] > 0)]
-    n = len(labels)
-    _, comp = connected_components(coo_matrix((np.ones(len(e)), (e[:, 0], e[:, 1])), shape=(n, n)), directed=False)
-    tooth = np.flatnonzero(labels > 0)
-    order = tooth[np.argsort(comp[tooth], kind="stable")]
-    starts = np.flatnonzero(np.r_[True, np.diff(comp[order]) != 0]) if len(order) else np.zeros(0, dtype=np.int64)
-    return [p for p in np.split(order, starts[1:])] if len(order) else []
 
 
 def merge_fragments(pieces: list[np.ndarray], edges: np.ndarray, labels: np.ndarray, points: np.ndarray,

@@ -18,17 +18,18 @@ from pathlib import Path
 import numpy as np
 
 from pointmamba.data import load_scan
-from pointmamba.data.label_pieces import label_pieces
+from pointmamba.data.label_pieces import tooth_pieces
+from pointmamba.data.mesh import mesh_edges
 
 
 def centres(path: Path) -> dict[int, np.ndarray]:
     scan = load_scan(path)
-    pieces = label_pieces(scan.faces, scan.labels)
-    out = {}
-    for fdi in np.unique(scan.labels[scan.labels > 0]):
-        ids, counts = np.unique(pieces[scan.labels == fdi], return_counts=True)
-        out[int(fdi)] = scan.vertices[pieces == ids[np.argmax(counts)]].mean(0)
-    return out
+    largest: dict[int, np.ndarray] = {}
+    for piece in tooth_pieces(scan.labels, mesh_edges(scan.faces, scan.num_vertices)):
+        fdi = int(scan.labels[piece[0]])
+        if len(piece) > len(largest.get(fdi, ())):
+            largest[fdi] = piece
+    return {fdi: scan.vertices[piece].mean(0) for fdi, piece in largest.items()}
 
 
 def main(root: Path) -> None:

@@ -8,6 +8,9 @@
 #   bash bench/gpu_session.sh check                   # DEVICE call 2, carry [".gpu_train/whl"] (the data
 #        # would not fit beside the model), the shipped model back: gpu_check's Triton rows, every section
 #        # (GPU_SESSION_SPARSE_CONV=torch to check the rulebook conv instead of the gathered one)
+#   bash bench/gpu_session.sh start NAME:CONFIG[:k=v,...] ...   # DEVICE, carry [".gpu_train"]: the runs as
+#        # their settings say, detached, so they train on across calls of one lease (bench/gpu_train.sh start)
+#   bash bench/gpu_session.sh finish NAME ...         # DEVICE, the next call at once: wait, export
 #
 # Everything lands in $OUT; each step has its own timeout so the call returns inside run's 600 s.
 set -uo pipefail
@@ -79,5 +82,6 @@ case "${1:-}" in
     prepare) prepare ;;
     train) shift; train "$@" ;;
     check) check ;;
-    *) echo "usage: bash bench/gpu_session.sh prepare | train NAME:CONFIG[:k=v,...] ... | check" >&2; exit 2 ;;
+    start|finish) deps; GPU_TRAIN_SECONDS=$BUDGET bash "$ROOT/bench/gpu_train.sh" "$@" ;;
+    *) echo "usage: bash bench/gpu_session.sh prepare | train|start NAME:CONFIG[:k=v,...] ... | finish NAME ... | check" >&2; exit 2 ;;
 esac

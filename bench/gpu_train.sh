@@ -21,7 +21,7 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-CARRY=$ROOT/.gpu_train
+CARRY=${GPU_TRAIN_CARRY:-$ROOT/.gpu_train}  # what prepare writes and the device call carries
 STATE=${GPU_TRAIN_STATE:-/tmp/pm_gpu_train}
 PY=${PYTHON:-python3}
 START=$(date +%s)

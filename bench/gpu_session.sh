@@ -82,6 +82,6 @@ case "${1:-}" in
     prepare) prepare ;;
     train) shift; train "$@" ;;
     check) check ;;
-    start|finish) deps; GPU_TRAIN_SECONDS=$BUDGET bash "$ROOT/bench/gpu_train.sh" "$@" ;;
+    start|finish) deps; GPU_TRAIN_SECONDS=$(left) bash "$ROOT/bench/gpu_train.sh" "$@" ;;  # what deps left
     *) echo "usage: bash bench/gpu_session.sh prepare | train|start NAME:CONFIG[:k=v,...] ... | finish NAME ... | check" >&2; exit 2 ;;
 esac

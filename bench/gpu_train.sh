@@ -33,6 +33,7 @@ WORKERS=${GPU_TRAIN_WORKERS:-4}           # DataLoader workers per run (16 cores
 EXPORT_S=40                                # export and copy at the end
 
 say() { echo "[gpu_train $(date +%H:%M:%S) +$(( $(date +%s) - START ))s] $*"; }
+device_name() { $PY -c 'import torch; print(torch.cuda.get_device_name(0) if torch.cuda.is_available() else "the CPU")'; }
 
 prepare() {
     local data=${GPU_TRAIN_DATA:-$ROOT/../shared/data}
@@ -64,9 +65,9 @@ train() {
 # the data beside the checkout (../shared/data, where the configs look) and the preprocessing cache filled
 data_ready() {
     [ -f "$CARRY/data.tar.xz" ] || { echo "error: $CARRY/data.tar.xz missing: run 'prepare' here and carry .gpu_train" >&2; exit 1; }
-    mkdir -p "$STATE" "${OUT:-$STATE/out}"
+    mkdir -p "$STATE"
     local data=$ROOT/../shared/data
-    say "$($PY -c 'import torch; print("torch", torch.__version__, "CUDA", torch.version.cuda, torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU")')"
+    say "$($PY -c 'import torch; print("torch", torch.__version__, "CUDA", torch.version.cuda)') on $(device_name)"
     if [ ! -d "$data/iosseg" ]; then
         mkdir -p "$data" && tar -xJf "$CARRY/data.tar.xz" -C "$data"
     fi
@@ -122,7 +123,7 @@ export_runs() {
         tar -C "$STATE/logs_$n" -czf "$out/$n.logs.tar.gz" . 2>/dev/null || true
         if [ -f "$STATE/$n/last.pth" ]; then
             (cd "$ROOT" && $PY -m pointmamba.cli.export_model "$STATE/$n/last.pth" --out "$out/$n.pth" \
-                --note "bench/gpu_train.sh on $($PY -c 'import torch; print(torch.cuda.get_device_name(0) if torch.cuda.is_available() else "the CPU")')") \
+                --note "bench/gpu_train.sh on $(device_name)") \
                 || say "$n: export failed"
         fi
     done

@@ -13,13 +13,13 @@ import torch
 from torch import Tensor
 
 from ..curve_orders import ORDERS
-from .hilbert import hilbert_decode, hilbert_encode
-from .zorder import z_decode, z_encode
+from ._bits import morton3
+from .hilbert import hilbert_decode, hilbert_from_morton
+from .zorder import z_decode
 
 MAX_DEPTH = 16
 CODE_BITS = 63  # int64 without the sign bit
 
-_ENCODERS = {"z": z_encode, "hilbert": hilbert_encode}
 _DECODERS = {"z": z_decode, "hilbert": hilbert_decode}
 _INT_DTYPES = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.uint16, torch.uint32, torch.uint64)
 
@@ -109,12 +109,21 @@ def _checked(grid_coord: Tensor, batch: Tensor | None, depth: int | None,
     return grid_coord, batch, depth
 
 
-def _curve_code(grid_coord: Tensor, batch: Tensor | None, depth: int, order: str) -> Tensor:
-    curve, trans = _check_order(order)
-    code = _ENCODERS[curve](grid_coord[:, [1, 0, 2]] if trans else grid_coord, depth)
-    if batch is not None:
-        code |= batch << (3 * depth)
-    return code
+def _curve_codes(grid_coord: Tensor, batch: Tensor | None, depth: int, orders: Sequence[str]) -> list[Tensor]:
+    """The codes of checked inputs, one per order. An order and its Hilbert or z-order sibling share one
+    Morton code (z-order is the Morton code itself, Hilbert walks its digits), so the bits of a batch are
+    interleaved at most twice, once per axis layout, however many orders it takes."""
+    x, y, z = grid_coord.unbind(1)
+    mortons: dict[bool, Tensor] = {}
+    high = batch << (3 * depth) if batch is not None else None
+    codes = []
+    for order in orders:
+        curve, trans = _check_order(order)
+        if trans not in mortons:
+            mortons[trans] = morton3(y, x, z) if trans else morton3(x, y, z)
+        code = mortons[trans] if curve == "z" else hilbert_from_morton(mortons[trans], depth)
+        codes.append(code if high is None else code | high)  # never in place: the Morton code is shared
+    return codes
 
 
 def encode(grid_coord: Tensor, batch: Tensor | None = None, depth: int | None = None, order: str = "z") -> Tensor:
@@ -124,7 +133,7 @@ def encode(grid_coord: Tensor, batch: Tensor | None = None, depth: int | None = 
     """
     _check_order(order)
     grid_coord, batch, depth = _checked(grid_coord, batch, depth, None)
-    return _curve_code(grid_coord, batch, depth, order)
+    return _curve_codes(grid_coord, batch, depth, (order,))[0]
 
 
 def encode_orders(grid_coord: Tensor, batch: Tensor | None, orders: Sequence[str], depth: int | None = None,
@@ -139,7 +148,7 @@ def encode_orders(grid_coord: Tensor, batch: Tensor | None, orders: Sequence[str
     for order in orders:
         _check_order(order)
     grid_coord, batch, depth = _checked(grid_coord, batch, depth, num_samples)
-    return [_curve_code(grid_coord, batch, depth, o) for o in orders], depth
+    return _curve_codes(grid_coord, batch, depth, orders), depth
 
 
 def decode(code: Tensor, depth: int, order: str = "z") -> tuple[Tensor, Tensor]:

@@ -1,8 +1,10 @@
 """Bit helpers shared by the curves: 3-way bit interleaving (Morton codes) on int64 tensors.
 
 A Morton code holds, for every level i, the octant digit ``x_i << 2 | y_i << 1 | z_i`` at bits
-``3i .. 3i+2`` (x most significant, as Pointcept's z-order). Magic-number spreading handles up to 21 bits
-per axis; we use at most 16.
+``3i .. 3i+2`` (x most significant, as Pointcept's z-order). Coordinates have at most 16 bits
+(``MAX_DEPTH``), so spreading is one lookup in a table of all 2^16 spread values (512 KiB, built once per
+device by magic-number spreading): one op where the bit tricks took thirteen, which on CUDA are thirteen
+kernel launches, and the recipe's step is bound by launches (``docs/results/gpu/README.md``).
 """
 from __future__ import annotations
 
@@ -19,8 +21,21 @@ _M32 = 0x001F00000000FFFF
 _LOW21 = 0x1FFFFF
 
 
+SPREAD_BITS = 16  # bits per coordinate that :func:`spread3` takes
+_spread_tables: dict[torch.device, Tensor] = {}
+
+
 def spread3(x: Tensor) -> Tensor:
-    """Insert two zero bits between the bits of ``x`` (int64, values < 2^16): bit i -> bit 3i."""
+    """Insert two zero bits between the bits of ``x`` (int64, values in [0, 2^16), as the serialization
+    checks): bit i -> bit 3i. A value outside that range is an IndexError (CPU) or a device assert (CUDA)."""
+    table = _spread_tables.get(x.device)
+    if table is None:
+        table = _spread_tables[x.device] = _spread_bits(torch.arange(1 << SPREAD_BITS, dtype=torch.int64)).to(x.device)
+    return table.index_select(0, x.reshape(-1)).view(x.shape)
+
+
+def _spread_bits(x: Tensor) -> Tensor:
+    """:func:`spread3` by magic numbers (valid up to 21 bits): how its table is built."""
     # in place on two buffers: on CPU these ops are memory bound, fresh outputs would double the traffic
     y = x << 16
     y |= x

@@ -217,9 +217,14 @@ def _run(table: Tensor, digits: Tensor, depth: int) -> Tensor:
 
 def hilbert_encode(grid_coord: Tensor, depth: int) -> Tensor:
     """Hilbert codes (N,) int64 of validated int64 grid coordinates (N, 3) in [0, 2^depth)."""
-    table, _ = _tables(grid_coord.device)
     x, y, z = grid_coord.unbind(1)
-    return _run(table, morton3(x, y, z), depth)
+    return hilbert_from_morton(morton3(x, y, z), depth)
+
+
+def hilbert_from_morton(morton: Tensor, depth: int) -> Tensor:
+    """Hilbert codes (N,) of the points whose z-order (Morton) codes are ``morton`` (not modified): the
+    z-order and Hilbert orders of one batch share the bit interleaving."""
+    return _run(_tables(morton.device)[0], morton, depth)
 
 
 def hilbert_decode(code: Tensor, depth: int) -> Tensor:

@@ -5,6 +5,7 @@
     python bench/train_step.py --backends torch gather --json F  # each sparse-conv backend in turn
     python bench/train_step.py --config CFG --set data.num_workers=8 --steps 30
     python bench/train_step.py --backends gather --trainer        # and tools/train.py's own step beside it
+    python bench/train_step.py --backends gather --amp on off on off   # bf16 autocast against float32, interleaved
 
 Issue 45 asks for a 0.12 s recipe step on a lent GPU; with the Triton scan it stayed at 0.5-0.67 s, though
 the same network trains synthetic 96k-point batches at 0.29 s a step (``docs/results/gpu/README.md``). These
@@ -176,6 +177,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="auto", help="auto (cuda where available), cpu or cuda")
     parser.add_argument("--trainer", action="store_true",
                         help="after each backend's row, one with tools/train.py's own step (hooks, checks, logs)")
+    parser.add_argument("--amp", nargs="+", choices=("on", "off"), default=None,
+                        help="rows with train.amp on / off, in this order, for each backend (default: the "
+                             "config's); the casts of bf16 autocast are ~1.1k of a step's dispatched ops")
     parser.add_argument("--json", type=Path, help="also write the rows here")
     args = parser.parse_args(argv)
     if args.steps < 2:
@@ -194,12 +198,15 @@ def main(argv: list[str] | None = None) -> int:
     saved = os.environ.get("POINTMAMBA_BACKEND_SPCONV")
     rows = []
     try:
-        for name, trainer in [(n, t) for n in args.backends for t in ((False, True) if args.trainer else (False,))]:
-            row = measure(cfg, device, name, args.steps, dataset, trainer)
+        amps = [a == "on" for a in args.amp] if args.amp else [bool(cfg["train"]["amp"])]
+        for name, amp, trainer in [(n, a, t) for n in args.backends for a in amps
+                                   for t in ((False, True) if args.trainer else (False,))]:
+            row = measure({**cfg, "train": {**cfg["train"], "amp": amp}}, device, name, args.steps, dataset, trainer)
             row["backends"] = backend.backends(device)
+            row["amp"] = amp and device.type == "cuda"  # autocast runs on CUDA only
             rows.append(row)
             gpu = f", GPU busy {row['gpu_busy_s']:.3f} s, {row['kernels']:.0f} kernels" if "gpu_busy_s" in row else ""
-            print(f"spconv={name:7s} {row['step']:7s} {row['device']}: step {row['step_s']:.3f} s "
+            print(f"spconv={name:7s} {row['step']:7s} {row['device']}{' bf16' if row['amp'] else ''}: step {row['step_s']:.3f} s "
                   f"(min {row['step_min_s']:.3f}, first {row['first_step_s']:.1f}), "
                   f"loader {row['loader_s']:.3f} s/batch, {row['points_per_step']:.0f} points, "
                   f"{row['ops']} ops, {row['host_waits']} host waits{gpu}", flush=True)

@@ -78,3 +78,24 @@ def test_the_trainer_row_runs_tools_train_s_own_step(tmp_path: Path, monkeypatch
     bare, trainer = train_step.make_step(cfg, cpu), train_step.make_trainer_step(cfg, cpu)
     for b in batches[:2]:
         assert trainer(b) == pytest.approx(bare(b), rel=1e-5)
+
+
+def test_amp_rows_in_the_order_asked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--amp on off: a row each, in that order, for each backend. On the CPU both run float32 (autocast is
+    CUDA's only) and say so; a GPU session compares them interleaved."""
+    monkeypatch.setenv("POINTMAMBA_CPU_TUNING", "0")
+    monkeypatch.syspath_prepend(str(BENCH))
+    sys.modules.pop("train_step", None)
+    train_step = importlib.import_module("train_step")
+    root = write_synthetic(tmp_path / "synth")
+    out = tmp_path / "rows.json"
+    config = tmp_path / "tiny.yaml"
+    config.write_text("seed: 0\n")
+    overrides = tiny_overrides(root, tmp_path / "work") + ["data.num_workers=0"]
+    assert train_step.main(["--config", str(config), "--steps", "2", "--device", "cpu", "--backends", "gather",
+                            "--amp", "on", "off", "--json", str(out), "--set", *overrides]) == 0
+    rows = json.loads(out.read_text())["rows"]
+    assert [(r["spconv"], r["amp"]) for r in rows] == [("gather", False), ("gather", False)]
+    assert rows[0]["ops"] == rows[1]["ops"]  # the same float32 step twice
+    with pytest.raises(SystemExit):
+        train_step.main(["--config", str(config), "--amp", "bf16"])

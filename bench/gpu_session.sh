@@ -11,6 +11,8 @@
 #   bash bench/gpu_session.sh start NAME:CONFIG[:k=v,...] ...   # DEVICE, carry [".gpu_train"]: the runs as
 #        # their settings say, detached, so they train on across calls of one lease (bench/gpu_train.sh start)
 #   bash bench/gpu_session.sh finish NAME ...         # DEVICE, the next call at once: wait, export
+#   bash bench/gpu_session.sh amp                     # DEVICE call 0, carry [".gpu_train"]: bf16 autocast
+#        # against float32 on the recipe's step, ABBA, and the pre-registered rule's verdict (gpu log)
 #
 # Everything lands in $OUT; each step has its own timeout so the call returns inside run's 600 s.
 set -uo pipefail
@@ -57,12 +59,28 @@ measure() {
     (cd "$OUTDIR" && tar -czf measure.tar.gz train_step.* 2>/dev/null && rm -f train_step.*)
 }
 
+# the carried scans beside the checkout (../shared/data, where the configs look)
+data() {
+    local data=$ROOT/../shared/data
+    [ -d "$data/iosseg" ] || { mkdir -p "$data" && tar -xJf "$CARRY/data.tar.xz" -C "$data"; }
+}
+
+# bf16 autocast against float32, rows A B B A (docs/results/gpu/log.md, "The sixth session's pre-registered
+# measurement"): float32 trains the GPU recipe if its mean step is at most 0.90x bf16's
+amp() {
+    mkdir -p "$OUTDIR"
+    deps
+    data
+    (cd "$ROOT" && timeout $(( $(left) - 10 )) $PY bench/train_step.py --backends gather --amp on off off on \
+        --steps "${GPU_SESSION_AMP_STEPS:-12}" --json "$OUTDIR/amp.json") > "$OUTDIR/amp.log" 2>&1
+    grep -E "spconv=|verdict:|Error" "$OUTDIR/amp.log"
+}
+
 train() {
     [ $# -ge 1 ] || { echo "usage: bash bench/gpu_session.sh train NAME:CONFIG[:k=v,...] ..." >&2; exit 2; }
     mkdir -p "$OUTDIR"
     deps
-    local data=$ROOT/../shared/data
-    [ -d "$data/iosseg" ] || { mkdir -p "$data" && tar -xJf "$CARRY/data.tar.xz" -C "$data"; }
+    data
     measure
     say "training; $(left) s left"
     # the recipe's 28 epochs or nothing (GPU_SESSION_MIN_EPOCHS): a cut schedule answers no rule, and the
@@ -82,6 +100,7 @@ case "${1:-}" in
     prepare) prepare ;;
     train) shift; train "$@" ;;
     check) check ;;
+    amp) amp ;;
     start|finish) deps; GPU_TRAIN_SECONDS=$(left) bash "$ROOT/bench/gpu_train.sh" "$@" ;;  # what deps left
-    *) echo "usage: bash bench/gpu_session.sh prepare | train|start NAME:CONFIG[:k=v,...] ... | finish NAME ... | check" >&2; exit 2 ;;
+    *) echo "usage: bash bench/gpu_session.sh prepare | train|start NAME:CONFIG[:k=v,...] ... | finish NAME ... | check | amp" >&2; exit 2 ;;
 esac

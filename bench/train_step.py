@@ -168,6 +168,22 @@ def measure(cfg: dict[str, Any], device: torch.device, backend_name: str, steps:
     return row
 
 
+AMP_RULE = 0.90  # float32 trains the GPU recipe at most at this fraction of bf16's step (docs/results/gpu/log.md)
+
+
+def amp_verdict(rows: list[dict[str, Any]]) -> str | None:
+    """The pre-registered rule on rows of both kinds (``--amp on off ...``): float32's mean step against bf16
+    autocast's; None where the rows are not of both kinds (on the CPU every row is float32)."""
+    bf16 = [r["step_s"] for r in rows if r["amp"]]
+    fp32 = [r["step_s"] for r in rows if not r["amp"]]
+    if not bf16 or not fp32:
+        return None
+    ratio = statistics.mean(fp32) / statistics.mean(bf16)
+    return (f"verdict: float32 {statistics.mean(fp32):.3f} s a step against bf16 {statistics.mean(bf16):.3f} s, "
+            f"{ratio:.2f}x: " + ("float32 trains the GPU recipe (train.amp=false)" if ratio <= AMP_RULE
+                                 else f"bf16 autocast stays (the rule asks <= {AMP_RULE:.2f}x)"))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", type=Path, default=RECIPE)
@@ -215,6 +231,11 @@ def main(argv: list[str] | None = None) -> int:
             os.environ.pop("POINTMAMBA_BACKEND_SPCONV", None)
         else:
             os.environ["POINTMAMBA_BACKEND_SPCONV"] = saved
+    verdict = amp_verdict(rows) if args.amp else None
+    if verdict:
+        print(verdict)
+    elif args.amp and device.type != "cuda":
+        print("verdict: none (autocast runs on CUDA only: every row here is float32)")
     if args.json:
         env = {"torch": torch.__version__, "cuda": torch.version.cuda,
                "gpu": torch.cuda.get_device_name(0) if device.type == "cuda" else None,

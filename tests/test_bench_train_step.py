@@ -99,3 +99,16 @@ def test_amp_rows_in_the_order_asked(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert rows[0]["ops"] == rows[1]["ops"]  # the same float32 step twice
     with pytest.raises(SystemExit):
         train_step.main(["--config", str(config), "--amp", "bf16"])
+
+
+def test_the_amp_rule_reads_both_kinds_of_row(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(BENCH))
+    sys.modules.pop("train_step", None)
+    train_step = importlib.import_module("train_step")
+
+    def rows(bf16: list[float], fp32: list[float]) -> list[dict]:
+        return [{"amp": True, "step_s": s} for s in bf16] + [{"amp": False, "step_s": s} for s in fp32]
+
+    assert "float32 trains" in train_step.amp_verdict(rows([0.30, 0.26], [0.25, 0.25]))  # 0.89x
+    assert "bf16 autocast stays" in train_step.amp_verdict(rows([0.30, 0.26], [0.26, 0.26]))  # 0.93x
+    assert train_step.amp_verdict(rows([], [0.3, 0.3])) is None

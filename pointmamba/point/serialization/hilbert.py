@@ -23,7 +23,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ._bits import demorton3, morton3
+from ._bits import demorton3
 
 DIMS = 3
 LEVELS_PER_STEP = 4  # levels resolved by one gather; 12 * 8^4 entries = 384 KiB of int64
@@ -215,15 +215,9 @@ def _run(table: Tensor, digits: Tensor, depth: int) -> Tensor:
     return out
 
 
-def hilbert_encode(grid_coord: Tensor, depth: int) -> Tensor:
-    """Hilbert codes (N,) int64 of validated int64 grid coordinates (N, 3) in [0, 2^depth)."""
-    x, y, z = grid_coord.unbind(1)
-    return hilbert_from_morton(morton3(x, y, z), depth)
-
-
 def hilbert_from_morton(morton: Tensor, depth: int) -> Tensor:
-    """Hilbert codes (N,) of the points whose z-order (Morton) codes are ``morton`` (not modified): the
-    z-order and Hilbert orders of one batch share the bit interleaving."""
+    """Hilbert codes (N,) of validated grid coordinates in [0, 2^depth) given as their z-order (Morton) codes
+    ``morton`` (not modified): the z-order and Hilbert orders of one batch share the bit interleaving."""
     return _run(_tables(morton.device)[0], morton, depth)
 
 

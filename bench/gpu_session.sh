@@ -59,10 +59,9 @@ measure() {
     (cd "$OUTDIR" && tar -czf measure.tar.gz train_step.* 2>/dev/null && rm -f train_step.*)
 }
 
-# the carried scans beside the checkout (../shared/data, where the configs look)
+# the carried scans beside the checkout (../shared/data, where the configs look), as gpu_train.sh unpacks them
 data() {
-    local data=$ROOT/../shared/data
-    [ -d "$data/iosseg" ] || { mkdir -p "$data" && tar -xJf "$CARRY/data.tar.xz" -C "$data"; }
+    bash "$ROOT/bench/gpu_train.sh" data || exit 1
 }
 
 # bf16 autocast against float32, rows A B B A (docs/results/gpu/log.md, "The sixth session's pre-registered

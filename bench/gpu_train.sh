@@ -6,6 +6,7 @@
 #   bash bench/gpu_train.sh start NAME:CONFIG[:key=value,...] ... # DEVICE, carry [".gpu_train"]: no probe,
 #        # the runs detached (setsid), so they train on after the call returns, on a machine still held
 #   bash bench/gpu_train.sh finish NAME ...          # DEVICE, the next call at once: waits, then exports
+#   bash bench/gpu_train.sh data                     # DEVICE: the carried data unpacked, the cache filled
 #
 # 'run' unpacks the data beside the checkout (../shared/data, where the configs look), fills the
 # preprocessing cache, then times a probe: every run at once for GPU_TRAIN_PROBE_STEPS steps. From the
@@ -200,7 +201,8 @@ finish() {
 case "${1:-}" in
     prepare) prepare ;;
     run) shift; run "$@" ;;
+    data) data_ready ;;  # for bench/gpu_session.sh's calls that train nothing
     start) shift; start "$@" ;;
     finish) shift; finish "$@" ;;
-    *) echo "usage: bash bench/gpu_train.sh prepare | run|start NAME:CONFIG[:key=value,...] ... | finish NAME ..." >&2; exit 2 ;;
+    *) echo "usage: bash bench/gpu_train.sh prepare | data | run|start NAME:CONFIG[:key=value,...] ... | finish NAME ..." >&2; exit 2 ;;
 esac

@@ -40,3 +40,12 @@ def test_start_without_the_carried_data_stops_before_training(tmp_path: Path) ->
 def test_unknown_verb_prints_usage(tmp_path: Path) -> None:
     done = run(["train"], tmp_path)
     assert done.returncode == 2 and "usage:" in done.stderr and "finish NAME" in done.stderr
+
+
+def test_data_without_the_carried_data_names_it(tmp_path: Path) -> None:
+    """'data' (gpu_session.sh's calls that train nothing unpack through it) stops as 'start' does."""
+    (tmp_path / "carry").mkdir()
+    done = run(["data"], tmp_path)
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == [
+        f"error: {tmp_path / 'carry'}/data.tar.xz missing: run 'prepare' here and carry .gpu_train"]

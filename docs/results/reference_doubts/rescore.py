@@ -19,10 +19,9 @@ from pathlib import Path
 
 import numpy as np
 
-from pointmamba.data import fdi_to_class
-from pointmamba.evaluation.metrics import ConfusionMatrix
-from pointmamba.evaluation.scan_summary import reference_groups
+from pointmamba.evaluation.scan_summary import KEPT_MIOU, reference_groups
 from pointmamba.inference.dentition import reference_dentition
+from pointmamba.research.model_base_check import probe_miou as miou
 from pointmamba.research.numbering_replay import REMOVAL_MARK, replay_file
 
 REREAD = {"IOS078_upper": {14: 13, 24: 23},
@@ -33,15 +32,11 @@ DOUBTFUL = set(REREAD) | {"MSN023_upper"}
 """Val references in doubt: the three above and MSN023_upper (one position off, its reading unclear)."""
 
 
-def miou(fdi: np.ndarray, ref: np.ndarray, jaw: str) -> float:
-    return ConfusionMatrix(17).update(fdi_to_class(fdi, jaw, 17), fdi_to_class(ref, jaw, 17)).miou()
-
-
 def summary(values: list[float]) -> str:
     if not values:
         return "-"
     x = np.asarray(values)
-    return f"{x.mean():.4f} / {np.percentile(x, 10):.4f} / {(x >= 0.8).mean():.0%} ({len(x)})"
+    return f"{x.mean():.4f} / {np.percentile(x, 10):.4f} / {(x >= KEPT_MIOU).mean():.0%} ({len(x)})"
 
 
 def score(path: Path, pred, aligned: np.ndarray, ref: np.ndarray) -> dict:

@@ -178,8 +178,9 @@ def amp_verdict(rows: list[dict[str, Any]]) -> str | None:
     fp32 = [r["step_s"] for r in rows if not r["amp"]]
     if not bf16 or not fp32:
         return None
-    ratio = statistics.mean(fp32) / statistics.mean(bf16)
-    return (f"verdict: float32 {statistics.mean(fp32):.3f} s a step against bf16 {statistics.mean(bf16):.3f} s, "
+    fp32_s, bf16_s = statistics.mean(fp32), statistics.mean(bf16)
+    ratio = fp32_s / bf16_s
+    return (f"verdict: float32 {fp32_s:.3f} s a step against bf16 {bf16_s:.3f} s, "
             f"{ratio:.2f}x: " + ("float32 trains the GPU recipe (train.amp=false)" if ratio <= AMP_RULE
                                  else f"bf16 autocast stays (the rule asks <= {AMP_RULE:.2f}x)"))
 
